@@ -1,0 +1,168 @@
+"""The MCP adapter and composition root: builds the store and services from Settings, registers the tools.
+
+Each tool validates its input through pydantic models, calls one service method and returns the model as
+structured content plus its compact JSON as text. Domain errors become tool errors here, and only here.
+"""
+
+# No `from __future__ import annotations`: the SDK reads these signatures at registration time.
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, ParamSpec
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from memory_graph import __version__
+from memory_graph.config import Settings
+from memory_graph.errors import MemoryGraphError
+from memory_graph.graph import LESSONS, MEMORY, GraphService
+from memory_graph.model import (
+    AddedObservationsResult,
+    CreatedEntities,
+    CreatedRelations,
+    DeletionResult,
+    Entity,
+    KnowledgeGraph,
+    ObservationAddition,
+    ObservationDeletion,
+    Relation,
+)
+from memory_graph.storage import Store
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+
+INSTRUCTIONS = (
+    "A long-term memory. The knowledge graph holds entities (people, organizations, projects, events) with "
+    "observations and active-voice relations between them: search_nodes or open_nodes before answering from "
+    "memory, create_entities/create_relations/add_observations to remember. Lessons remember errors and their "
+    "fixes: on an error call find_similar_errors first; after fixing one, create_lesson; after trying a "
+    "lesson, update_lesson_success."
+)
+
+CREATE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def structured(model: BaseModel, text: str | None = None, text_field: str | None = None) -> CallToolResult:
+    """Structured content plus the same data as compact JSON text (every token costs the client).
+
+    `text_field`: the text carries only that field, as the reference's text carries the bare list.
+    """
+    data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if text is None:
+        shown = data[text_field] if text_field else data
+        text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def tool_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
+    """The one place domain errors become MCP tool errors (other exceptions are logged by the SDK)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+        try:
+            return fn(*args, **kwargs)
+        except MemoryGraphError as exc:
+            raise ToolError(str(exc)) from exc
+
+    return wrapper
+
+
+@dataclass
+class App:
+    settings: Settings
+    store: Store
+    graph: GraphService
+    server: MCPServer
+
+
+def build_app(settings: Settings) -> App:
+    store = Store(
+        {MEMORY: settings.memory_file, LESSONS: settings.lesson_file},
+        shard_lines=settings.shard_lines,
+    )
+    graph = GraphService(store, settings.max_response_chars)
+    server = MCPServer("memory-graph", version=__version__, instructions=INSTRUCTIONS)
+    if "graph" in settings.toolsets:
+        register_graph_tools(server, graph)
+    store.open()
+    return App(settings=settings, store=store, graph=graph, server=server)
+
+
+def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
+    @server.tool(title="Create Entities", annotations=CREATE)
+    @tool_errors
+    def create_entities(entities: list[Entity]) -> Annotated[CallToolResult, CreatedEntities]:
+        """Create multiple new entities in the knowledge graph"""
+        return structured(graph.create_entities(entities), text_field="entities")
+
+    @server.tool(title="Create Relations", annotations=CREATE)
+    @tool_errors
+    def create_relations(relations: list[Relation]) -> Annotated[CallToolResult, CreatedRelations]:
+        """Create multiple new relations between entities in the knowledge graph. Relations should be in active voice"""
+        return structured(graph.create_relations(relations), text_field="relations")
+
+    @server.tool(title="Add Observations", annotations=CREATE)
+    @tool_errors
+    def add_observations(
+        observations: list[ObservationAddition],
+    ) -> Annotated[CallToolResult, AddedObservationsResult]:
+        """Add new observations to existing entities in the knowledge graph"""
+        return structured(graph.add_observations(observations), text_field="results")
+
+    @server.tool(title="Delete Entities", annotations=DELETE)
+    @tool_errors
+    def delete_entities(
+        entityNames: Annotated[list[str], Field(description="An array of entity names to delete")],
+    ) -> Annotated[CallToolResult, DeletionResult]:
+        """Delete multiple entities and their associated relations from the knowledge graph"""
+        result = graph.delete_entities(entityNames)
+        return structured(result, text=result.message)
+
+    @server.tool(title="Delete Observations", annotations=DELETE)
+    @tool_errors
+    def delete_observations(deletions: list[ObservationDeletion]) -> Annotated[CallToolResult, DeletionResult]:
+        """Delete specific observations from entities in the knowledge graph"""
+        result = graph.delete_observations(deletions)
+        return structured(result, text=result.message)
+
+    @server.tool(title="Delete Relations", annotations=DELETE)
+    @tool_errors
+    def delete_relations(
+        relations: Annotated[list[Relation], Field(description="An array of relations to delete")],
+    ) -> Annotated[CallToolResult, DeletionResult]:
+        """Delete multiple relations from the knowledge graph"""
+        result = graph.delete_relations(relations)
+        return structured(result, text=result.message)
+
+    @server.tool(title="Read Graph", annotations=READ)
+    @tool_errors
+    def read_graph() -> Annotated[CallToolResult, KnowledgeGraph]:
+        """Read the entire knowledge graph"""
+        return structured(graph.read_graph())
+
+    @server.tool(title="Search Nodes", annotations=READ)
+    @tool_errors
+    def search_nodes(
+        query: Annotated[
+            str, Field(description="The search query to match against entity names, types, and observation content")
+        ],
+    ) -> Annotated[CallToolResult, KnowledgeGraph]:
+        """Search for nodes in the knowledge graph based on a query"""
+        return structured(graph.search_nodes(query))
+
+    @server.tool(title="Open Nodes", annotations=READ)
+    @tool_errors
+    def open_nodes(
+        names: Annotated[list[str], Field(description="An array of entity names to retrieve")],
+    ) -> Annotated[CallToolResult, KnowledgeGraph]:
+        """Open specific nodes in the knowledge graph by their names"""
+        return structured(graph.open_nodes(names))

@@ -1,0 +1,113 @@
+"""The line format: one JSON object per line, the official `server-memory` format.
+
+    {"type":"entity","name":"Alice","entityType":"person","observations":["likes tea"]}
+    {"type":"relation","from":"Alice","to":"Acme","relationType":"works_at"}
+
+Lessons are entity lines with more fields (`errorPattern`, `verificationSteps`, `metadata`). Reading is
+lenient where the meaning is clear (no trailing newline, CRLF, a missing `type` on an otherwise complete record,
+an entity without `observations`) and strict where it is not: such a line is a `LineProblem`, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_graph.errors import LineProblem
+
+Key = tuple[str, ...]
+"""Identity of a record: ("entity", name) or ("relation", from, to, relationType)."""
+
+
+def entity_key(name: str) -> Key:
+    return ("entity", name)
+
+
+def relation_key(source: str, target: str, relation_type: str) -> Key:
+    return ("relation", source, target, relation_type)
+
+
+def record_key(record: dict[str, Any]) -> Key:
+    if record["type"] == "relation":
+        return relation_key(record["from"], record["to"], record["relationType"])
+    return entity_key(record["name"])
+
+
+def dump_line(record: dict[str, Any]) -> str:
+    """Compact JSON with unescaped Unicode, like the reference's JSON.stringify."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class ParsedFile:
+    records: list[tuple[Key, dict[str, Any], str]] = field(default_factory=list)
+    problems: list[LineProblem] = field(default_factory=list)
+    bad_lines: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
+    """A stored object made canonical, or (None, why it is unusable)."""
+    if not isinstance(item, dict):
+        return None, "not a JSON object"
+    kind = item.get("type")
+    if kind is None:
+        # Trigger: hand-written or older files omit "type". Why: the shape says what the record is.
+        # Outcome: a complete entity or relation is accepted; anything else is reported.
+        if {"from", "to", "relationType"} <= item.keys():
+            kind = "relation"
+        elif {"name", "entityType"} <= item.keys():
+            kind = "entity"
+        else:
+            return None, 'no "type" and not shaped like an entity or a relation'
+    if kind == "relation":
+        for name in ("from", "to", "relationType"):
+            if not isinstance(item.get(name), str):
+                return None, f'relation field "{name}" must be a string'
+        record = {"type": "relation", "from": item["from"], "to": item["to"], "relationType": item["relationType"]}
+        return record, ""
+    if kind in ("entity", "lesson"):
+        if not isinstance(item.get("name"), str) or not item["name"]:
+            return None, 'entity field "name" must be a non-empty string'
+        entity_type = item.get("entityType", "lesson" if kind == "lesson" else None)
+        if not isinstance(entity_type, str):
+            return None, 'entity field "entityType" must be a string'
+        observations = item.get("observations", [])
+        if observations is None:
+            observations = []
+        if not _is_str_list(observations):
+            return None, 'entity field "observations" must be a list of strings'
+        record = {"type": "entity", "name": item["name"], "entityType": entity_type, "observations": observations}
+        for extra, value in item.items():
+            if extra not in record and extra != "type":
+                record[extra] = value
+        return record, ""
+    return None, f'unknown record type "{kind}" (expected "entity" or "relation")'
+
+
+def parse_text(path: Path, text: str) -> ParsedFile:
+    """Parse a whole shard. Splits on "\\n" only: U+2028 inside a string is data, not a line break."""
+    parsed = ParsedFile()
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.removesuffix("\r")
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            reason = f"not valid JSON ({exc.msg} at column {exc.colno})"
+            parsed.problems.append(LineProblem(path, number, reason))
+            parsed.bad_lines.append((number, raw))
+            continue
+        record, why = normalize_record(item)
+        if record is None:
+            parsed.problems.append(LineProblem(path, number, why))
+            parsed.bad_lines.append((number, raw))
+            continue
+        parsed.records.append((record_key(record), record, line))
+    return parsed
