@@ -1,0 +1,249 @@
+"""GraphService: the behaviours the reference's own tests pin down, plus our deliberate improvements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memory_graph.errors import NotFoundError
+from memory_graph.graph import GraphService
+from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
+from tests.conftest import open_graph
+
+
+def ent(name: str, entity_type: str = "person", *observations: str) -> Entity:
+    return Entity(name=name, entityType=entity_type, observations=list(observations))
+
+
+def rel(source: str, target: str, relation_type: str) -> Relation:
+    return Relation.model_validate({"from": source, "to": target, "relationType": relation_type})
+
+
+def names(result) -> list[str]:
+    return [e.name for e in result.entities]
+
+
+def triples(result) -> list[tuple[str, str, str]]:
+    return [(r.from_, r.to, r.relationType) for r in result.relations]
+
+
+# -- create_entities -----------------------------------------------------------------------------------------
+def test_create_entities_returns_and_stores_them(graph: GraphService) -> None:
+    created = graph.create_entities([ent("Alice", "person", "works at Acme Corp"), ent("Bob", "person", "x")])
+    assert [e.model_dump() for e in created.entities] == [
+        {"name": "Alice", "entityType": "person", "observations": ["works at Acme Corp"]},
+        {"name": "Bob", "entityType": "person", "observations": ["x"]},
+    ]
+    assert names(graph.read_graph()) == ["Alice", "Bob"]
+
+
+def test_existing_names_are_skipped_silently(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice", "person", "first")])
+    again = graph.create_entities([ent("Alice", "robot", "second"), ent("Bob")])
+    assert names(again) == ["Bob"]
+    alice = graph.open_nodes(["Alice"]).entities[0]
+    assert (alice.entityType, alice.observations) == ("person", ["first"])
+
+
+def test_duplicates_inside_one_call_are_stored_once(graph: GraphService) -> None:
+    created = graph.create_entities([ent("Alice", "person", "x", "x"), ent("Alice", "robot")])
+    assert [(e.name, e.entityType, e.observations) for e in created.entities] == [("Alice", "person", ["x"])]
+    assert len(graph.read_graph().entities) == 1
+
+
+def test_empty_entity_list_is_fine(graph: GraphService) -> None:
+    assert graph.create_entities([]).entities == []
+
+
+def test_names_are_exact_and_case_sensitive(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice"), ent("alice"), ent(" Alice")])
+    assert sorted(names(graph.read_graph())) == [" Alice", "Alice", "alice"]
+
+
+# -- create_relations ----------------------------------------------------------------------------------------
+def test_create_relations_and_skip_existing(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice"), ent("Bob")])
+    first = graph.create_relations([rel("Alice", "Bob", "knows")])
+    assert triples(first) == [("Alice", "Bob", "knows")]
+    second = graph.create_relations([rel("Alice", "Bob", "knows"), rel("Alice", "Bob", "knows")])
+    assert triples(second) == []
+    assert triples(graph.read_graph()) == [("Alice", "Bob", "knows")]
+
+
+def test_relations_to_missing_entities_are_refused_naming_each(graph: GraphService, tmp_path: Path) -> None:
+    graph.create_entities([ent("Alice")])
+    before = sorted(p.read_bytes() for p in tmp_path.glob("memory*.json"))
+    with pytest.raises(NotFoundError) as caught:
+        graph.create_relations([rel("Alice", "Ghost", "knows"), rel("Nobody", "Alice", "knows")])
+    assert '"Ghost"' in str(caught.value) and '"Nobody"' in str(caught.value)
+    assert "create_entities" in str(caught.value)
+    assert graph.read_graph().relations == []
+    assert sorted(p.read_bytes() for p in tmp_path.glob("memory*.json")) == before
+
+
+def test_self_relation_is_allowed(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice")])
+    graph.create_relations([rel("Alice", "Alice", "self")])
+    assert triples(graph.read_graph()) == [("Alice", "Alice", "self")]
+
+
+# -- add_observations ----------------------------------------------------------------------------------------
+def test_add_observations_skips_present_ones(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice", "person", "works at Acme Corp")])
+    graph.add_observations([ObservationAddition(entityName="Alice", contents=["likes coffee"])])
+    result = graph.add_observations(
+        [ObservationAddition(entityName="Alice", contents=["likes coffee", "has a dog", "has a dog"])]
+    )
+    assert [(r.entityName, r.addedObservations) for r in result.results] == [("Alice", ["has a dog"])]
+    assert graph.open_nodes(["Alice"]).entities[0].observations == ["works at Acme Corp", "likes coffee", "has a dog"]
+
+
+def test_add_observations_to_missing_entity_fails_whole_call(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice")])
+    with pytest.raises(NotFoundError, match="Entity with name alice not found") as caught:
+        graph.add_observations(
+            [
+                ObservationAddition(entityName="Alice", contents=["saved?"]),
+                ObservationAddition(entityName="alice", contents=["x"]),
+            ]
+        )
+    assert 'Did you mean "Alice"' in str(caught.value)
+    assert graph.open_nodes(["Alice"]).entities[0].observations == []
+
+
+def test_same_entity_twice_in_one_call_accumulates(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice")])
+    result = graph.add_observations(
+        [
+            ObservationAddition(entityName="Alice", contents=["a", "b"]),
+            ObservationAddition(entityName="Alice", contents=["b", "c"]),
+        ]
+    )
+    assert [r.addedObservations for r in result.results] == [["a", "b"], ["c"]]
+    assert graph.open_nodes(["Alice"]).entities[0].observations == ["a", "b", "c"]
+
+
+# -- deletes -------------------------------------------------------------------------------------------------
+def test_delete_entities_cascades_to_relations(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice"), ent("Bob"), ent("Charlie")])
+    graph.create_relations([rel("Alice", "Bob", "knows"), rel("Bob", "Charlie", "knows"), rel("Alice", "Charlie", "x")])
+    result = graph.delete_entities(["Bob", "NonExistent"])
+    assert (result.success, result.message) == (True, "Entities deleted successfully")
+    assert names(graph.read_graph()) == ["Alice", "Charlie"]
+    assert triples(graph.read_graph()) == [("Alice", "Charlie", "x")]
+
+
+def test_delete_observations_ignores_missing(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice", "person", "works at Acme Corp", "likes coffee")])
+    result = graph.delete_observations(
+        [
+            ObservationDeletion(entityName="Alice", observations=["likes coffee", "never said"]),
+            ObservationDeletion(entityName="NonExistent", observations=["x"]),
+        ]
+    )
+    assert result.message == "Observations deleted successfully"
+    assert graph.open_nodes(["Alice"]).entities[0].observations == ["works at Acme Corp"]
+
+
+def test_delete_relations_exact_triples_only(graph: GraphService) -> None:
+    graph.create_entities([ent("Alice"), ent("Bob")])
+    graph.create_relations([rel("Alice", "Bob", "knows"), rel("Alice", "Bob", "works_with")])
+    graph.delete_relations([rel("Alice", "Bob", "knows"), rel("Bob", "Alice", "works_with")])
+    assert triples(graph.read_graph()) == [("Alice", "Bob", "works_with")]
+
+
+# -- reads ---------------------------------------------------------------------------------------------------
+def test_missing_file_is_an_empty_graph(graph: GraphService, tmp_path: Path) -> None:
+    result = graph.read_graph()
+    assert (result.entities, result.relations, result.truncated) == ([], [], None)
+    assert not (tmp_path / "memory.json").exists()
+
+
+@pytest.fixture
+def acme(graph: GraphService) -> GraphService:
+    graph.create_entities(
+        [
+            ent("Alice", "person", "works at Acme Corp", "likes programming"),
+            ent("Bob", "person", "works at TechCo"),
+            ent("Acme Corp", "company", "tech company"),
+            ent("Charlie", "person"),
+        ]
+    )
+    graph.create_relations([rel("Alice", "Acme Corp", "works_at"), rel("Bob", "Acme Corp", "competitor")])
+    graph.create_relations([rel("Bob", "Charlie", "knows")])
+    return graph
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Alice", ["Alice"]),
+        ("ALICE", ["Alice"]),
+        ("company", ["Acme Corp"]),
+        ("programming", ["Alice"]),
+        ("NonExistent", []),
+        ("co", ["Acme Corp", "Alice", "Bob"]),
+    ],
+)
+def test_search_is_case_insensitive_over_name_type_and_observations(
+    acme: GraphService, query: str, expected: list[str]
+) -> None:
+    assert sorted(names(acme.search_nodes(query))) == expected
+
+
+def test_search_ranks_name_matches_first_and_returns_either_end_relations(acme: GraphService) -> None:
+    result = acme.search_nodes("acme")
+    assert names(result) == ["Acme Corp", "Alice"]
+    assert sorted(triples(result)) == [("Alice", "Acme Corp", "works_at"), ("Bob", "Acme Corp", "competitor")]
+
+
+def test_search_matches_several_words_in_any_order(acme: GraphService) -> None:
+    assert names(acme.search_nodes("programming alice")) == ["Alice"]
+    assert names(acme.search_nodes("techco BOB")) == ["Bob"]
+
+
+def test_empty_query_returns_everything_like_the_reference(acme: GraphService) -> None:
+    assert names(acme.search_nodes("")) == ["Alice", "Bob", "Acme Corp", "Charlie"]
+
+
+def test_open_nodes_returns_relations_with_either_end_in_the_set(acme: GraphService) -> None:
+    result = acme.open_nodes(["Bob", "NonExistent", "Bob"])
+    assert names(result) == ["Bob"]
+    assert sorted(triples(result)) == [("Bob", "Acme Corp", "competitor"), ("Bob", "Charlie", "knows")]
+    assert acme.open_nodes([]).entities == []
+
+
+def test_reads_are_cut_to_the_budget_and_say_so(tmp_path: Path) -> None:
+    graph = open_graph(tmp_path, shard_lines=50, max_response_chars=1000)
+    graph.create_entities([ent(f"Person {i:03d}", "person", "x" * 50) for i in range(100)])
+    result = graph.read_graph()
+    assert result.truncated is not None
+    assert 0 < result.truncated.returnedEntities == len(result.entities) < 100
+    assert result.truncated.totalEntities == 100
+    assert "search_nodes" in result.truncated.hint
+    size = len(result.model_dump_json(exclude={"truncated"}))
+    assert size <= 1000 + 100  # the budget plus the JSON punctuation around the lists
+    assert names(result) == [f"Person {i:03d}" for i in range(len(result.entities))]
+    searched = graph.search_nodes("person 095")
+    assert names(searched) == ["Person 095"] and searched.truncated is None
+
+
+def test_persistence_across_instances(graph: GraphService, tmp_path: Path) -> None:
+    graph.create_entities([ent("Alice", "person", "persistent data"), ent("Bob")])
+    graph.create_relations([rel("Alice", "Bob", "knows")])
+    again = open_graph(tmp_path)
+    assert [e.model_dump() for e in again.read_graph().entities] == [
+        e.model_dump() for e in graph.read_graph().entities
+    ]
+    assert triples(again.read_graph()) == [("Alice", "Bob", "knows")]
+
+
+def test_file_lines_are_the_reference_format(graph: GraphService, tmp_path: Path) -> None:
+    graph.create_entities([ent("Zoë", "person", "lives in 北京")])
+    graph.create_relations([rel("Zoë", "Zoë", "self")])
+    lines = (tmp_path / "memory.json").read_text(encoding="utf-8").splitlines()
+    assert lines == [
+        '{"type":"entity","name":"Zoë","entityType":"person","observations":["lives in 北京"]}',
+        '{"type":"relation","from":"Zoë","to":"Zoë","relationType":"self"}',
+    ]

@@ -1,0 +1,65 @@
+"""Property: any sequence of graph operations, saved and reloaded, gives the graph the service held."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_graph.errors import NotFoundError
+from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
+from tests.conftest import open_graph
+
+NAMES = st.sampled_from(["Alice", "alice", "Bob", "Zoë", "北京", "Acme Corp", "a\nb", "x" * 40])
+TEXT = st.text(max_size=12)
+
+entity = st.builds(lambda n, t, o: Entity(name=n, entityType=t, observations=o), NAMES, TEXT, st.lists(TEXT, max_size=3))
+relation = st.builds(
+    lambda f, t, r: Relation.model_validate({"from": f, "to": t, "relationType": r}),
+    NAMES,
+    NAMES,
+    st.sampled_from(["knows", "works_at", "KNOWS"]),
+)
+operation = st.one_of(
+    st.tuples(st.just("create_entities"), st.lists(entity, max_size=3)),
+    st.tuples(st.just("create_relations"), st.lists(relation, max_size=3)),
+    st.tuples(
+        st.just("add_observations"),
+        st.lists(st.builds(lambda n, c: ObservationAddition(entityName=n, contents=c), NAMES, st.lists(TEXT, max_size=3)), max_size=2),
+    ),
+    st.tuples(
+        st.just("delete_observations"),
+        st.lists(st.builds(lambda n, o: ObservationDeletion(entityName=n, observations=o), NAMES, st.lists(TEXT, max_size=3)), max_size=2),
+    ),
+    st.tuples(st.just("delete_entities"), st.lists(NAMES, max_size=2)),
+    st.tuples(st.just("delete_relations"), st.lists(relation, max_size=2)),
+)
+
+
+def state(graph) -> tuple:
+    result = graph.read_graph()
+    return (
+        sorted((e.name, e.entityType, tuple(e.observations)) for e in result.entities),
+        sorted((r.from_, r.to, r.relationType) for r in result.relations),
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(operation, max_size=25), shard_lines=st.sampled_from([1, 2, 3, 1000]))
+def test_reload_equals_memory(ops: list, shard_lines: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        graph = open_graph(Path(folder), shard_lines=shard_lines)
+        for name, argument in ops:
+            try:
+                getattr(graph, name)(argument)
+            except NotFoundError:
+                pass  # refused calls must change nothing; the comparison below checks that too
+        expected = state(graph)
+        reloaded = open_graph(Path(folder), shard_lines=shard_lines)
+        assert state(reloaded) == expected
+        entity_names = {e[0] for e in expected[0]}
+        assert all(f in entity_names and t in entity_names for f, t, _ in expected[1])
+        for shard in Path(folder).glob("memory*.json"):
+            assert len(shard.read_text(encoding="utf-8").splitlines()) <= shard_lines

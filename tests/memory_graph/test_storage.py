@@ -1,0 +1,203 @@
+"""The sharded store on real files: format, shards, journal, other processes, bad lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memory_graph.errors import CorruptFileError
+from memory_graph.graph import GraphService
+from memory_graph.model import Entity, ObservationAddition, Relation
+from memory_graph.storage import files as storage_files
+from tests.conftest import open_graph
+
+
+def ent(name: str, *observations: str) -> Entity:
+    return Entity(name=name, entityType="person", observations=list(observations))
+
+
+def rel(source: str, target: str, relation_type: str = "knows") -> Relation:
+    return Relation.model_validate({"from": source, "to": target, "relationType": relation_type})
+
+
+def shard_files(folder: Path, stem: str = "memory") -> list[Path]:
+    return sorted(folder.glob(f"{stem}*.json"))
+
+
+def stored_lines(folder: Path, stem: str = "memory") -> list[str]:
+    return [line for p in shard_files(folder, stem) for line in p.read_text(encoding="utf-8").splitlines()]
+
+
+def snapshot(graph: GraphService) -> tuple[list[tuple], list[tuple]]:
+    result = graph.read_graph()
+    return (
+        sorted((e.name, e.entityType, tuple(e.observations)) for e in result.entities),
+        sorted((r.from_, r.to, r.relationType) for r in result.relations),
+    )
+
+
+def test_shards_never_exceed_the_limit_and_hold_each_record_once(graph: GraphService, tmp_path: Path) -> None:
+    graph.create_entities([ent(f"E{i}") for i in range(10)])
+    graph.create_relations([rel(f"E{i}", f"E{i + 1}") for i in range(9)])
+    files = shard_files(tmp_path)
+    assert {p.name for p in files} == {"memory.json"} | {f"memory-{i}.json" for i in range(1, 7)}
+    assert all(len(p.read_text(encoding="utf-8").splitlines()) <= 3 for p in files)
+    lines = stored_lines(tmp_path)
+    assert len(lines) == len(set(lines)) == 19
+
+
+def test_empty_shards_are_removed_and_deletes_stay_deleted(graph: GraphService, tmp_path: Path) -> None:
+    graph.create_entities([ent(f"E{i}") for i in range(9)])
+    assert len(shard_files(tmp_path)) == 3
+    graph.delete_entities([f"E{i}" for i in range(3, 6)])
+    assert len(shard_files(tmp_path)) == 2
+    reopened = open_graph(tmp_path)
+    assert sorted(e.name for e in reopened.read_graph().entities) == ["E0", "E1", "E2", "E6", "E7", "E8"]
+
+
+def test_new_records_fill_free_space_before_new_shards(graph: GraphService, tmp_path: Path) -> None:
+    graph.create_entities([ent(f"E{i}") for i in range(6)])
+    graph.delete_entities(["E1"])
+    graph.create_entities([ent("New")])
+    assert len(shard_files(tmp_path)) == 2
+    assert "New" in (tmp_path / "memory.json").read_text(encoding="utf-8")
+
+
+def test_reads_an_official_memory_jsonl_as_is(tmp_path: Path) -> None:
+    legacy = tmp_path / "memory.json"
+    legacy.write_bytes(
+        b'{"type":"entity","name":"Alice","entityType":"person","observations":["a"]}\r\n'
+        b'{"name":"Bob","entityType":"person"}\n'
+        b"\n"
+        b'{"from":"Alice","to":"Bob","relationType":"knows"}\n'
+        b'{"type":"entity","name":"Line\\u2028Sep","entityType":"x","observations":["\xe2\x80\xa8"]}'
+    )
+    graph = open_graph(tmp_path)
+    assert snapshot(graph) == (
+        [("Alice", "person", ("a",)), ("Bob", "person", ()), ("Line\u2028Sep", "x", ("\u2028",))],
+        [("Alice", "Bob", "knows")],
+    )
+    graph.add_observations([ObservationAddition(entityName="Bob", contents=["now has some"])])
+    assert open_graph(tmp_path).open_nodes(["Bob"]).entities[0].observations == ["now has some"]
+
+
+def test_an_oversized_legacy_file_is_split_when_written(tmp_path: Path) -> None:
+    lines = [json.dumps({"type": "entity", "name": f"E{i}", "entityType": "t", "observations": []}) for i in range(8)]
+    (tmp_path / "memory.json").write_text("\n".join(lines), encoding="utf-8")
+    graph = open_graph(tmp_path)
+    graph.create_entities([ent("New")])
+    graph.add_observations([ObservationAddition(entityName="E0", contents=["x"])])
+    assert all(len(p.read_text(encoding="utf-8").splitlines()) <= 3 for p in shard_files(tmp_path))
+    assert len(open_graph(tmp_path).read_graph().entities) == 9
+
+
+def test_a_one_entity_change_writes_bounded_bytes(tmp_path: Path) -> None:
+    graph = open_graph(tmp_path, shard_lines=1000)
+    for start in range(0, 5000, 500):
+        graph.create_entities([ent(f"Entity {i:05d}", f"note {i}", "member of the bench group") for i in range(start, start + 500)])
+    total = sum(p.stat().st_size for p in shard_files(tmp_path))
+    assert len(shard_files(tmp_path)) == 5
+    before = graph.store.bytes_written
+    graph.add_observations([ObservationAddition(entityName="Entity 04321", contents=["one more"])])
+    graph.create_entities([ent("Brand new")])
+    written = graph.store.bytes_written - before
+    assert written < total / 2  # two single-shard commits, not two rewrites of the whole graph
+    biggest_shard = max(p.stat().st_size for p in shard_files(tmp_path))
+    assert written <= 2 * (biggest_shard + 2000)
+
+
+def test_a_bad_line_is_reported_by_file_and_line_and_never_overwritten(tmp_path: Path) -> None:
+    graph = open_graph(tmp_path)
+    graph.create_entities([ent(f"E{i}") for i in range(6)])
+    first = tmp_path / "memory.json"
+    text = first.read_text(encoding="utf-8").splitlines()
+    text[1] = '{"type":"entity","name":"E1", BROKEN'
+    first.write_text("\n".join(text) + "\n", encoding="utf-8")
+    corrupted = first.read_bytes()
+
+    reopened = open_graph(tmp_path)
+    problems = reopened.store.problems()
+    assert [(p.path, p.line_number) for p in problems] == [(first, 2)]
+    assert sorted(e.name for e in reopened.read_graph().entities) == ["E0", "E2", "E3", "E4", "E5"]
+    with pytest.raises(CorruptFileError) as caught:
+        reopened.add_observations([ObservationAddition(entityName="E0", contents=["x"])])
+    assert f"{first}:2" in str(caught.value) and "memory-graph repair" in str(caught.value)
+    assert first.read_bytes() == corrupted
+    reopened.create_entities([ent("Elsewhere")])  # other shards still take writes
+    reopened.add_observations([ObservationAddition(entityName="E4", contents=["fine"])])
+    assert first.read_bytes() == corrupted
+    assert "Elsewhere" in {e.name for e in open_graph(tmp_path).read_graph().entities}
+
+
+def test_a_duplicated_record_across_shards_is_deleted_everywhere(tmp_path: Path) -> None:
+    graph = open_graph(tmp_path)
+    graph.create_entities([ent(f"E{i}") for i in range(4)])
+    extra = tmp_path / "memory-1.json"
+    extra.write_text(extra.read_text(encoding="utf-8") + (tmp_path / "memory.json").read_text().splitlines()[0] + "\n")
+    reopened = open_graph(tmp_path)
+    assert [e.name for e in reopened.read_graph().entities].count("E0") == 1
+    reopened.delete_entities(["E0"])
+    assert "E0" not in {e.name for e in open_graph(tmp_path).read_graph().entities}
+    assert not any('"E0"' in line for line in stored_lines(tmp_path))
+
+
+def test_another_process_sees_each_commit(tmp_path: Path) -> None:
+    first, second = open_graph(tmp_path), open_graph(tmp_path)
+    first.create_entities([ent("Alice")])
+    assert [e.name for e in second.read_graph().entities] == ["Alice"]
+    second.add_observations([ObservationAddition(entityName="Alice", contents=["from the second"])])
+    second.create_entities([ent(f"E{i}") for i in range(5)])
+    assert first.open_nodes(["Alice"]).entities[0].observations == ["from the second"]
+    first.delete_entities(["E3"])
+    assert snapshot(first) == snapshot(second)
+    assert len(second.read_graph().entities) == 5
+
+
+def test_a_hand_edit_is_picked_up_before_the_next_write(tmp_path: Path) -> None:
+    graph = open_graph(tmp_path)
+    graph.create_entities([ent("Alice")])
+    (tmp_path / "memory.json").write_text(
+        '{"type":"entity","name":"Alice","entityType":"person","observations":["hand"]}\n', encoding="utf-8"
+    )
+    graph.create_entities([ent("Bob")])
+    assert graph.open_nodes(["Alice"]).entities[0].observations == ["hand"]
+    assert snapshot(open_graph(tmp_path)) == snapshot(graph)
+
+
+def test_a_crash_during_a_multi_shard_commit_is_finished_on_reopen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = open_graph(tmp_path)
+    graph.create_entities([ent(f"E{i}") for i in range(9)])
+    graph.create_relations([rel("E0", "E8")])
+
+    class Crash(Exception):
+        pass
+
+    real_replace = storage_files.os.replace
+    calls = {"n": 0}
+
+    def dying_replace(src: str, dst: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # the journal and one shard are in place; the process dies here
+            raise Crash
+        real_replace(src, dst)
+
+    monkeypatch.setattr(storage_files.os, "replace", dying_replace)
+    with pytest.raises(Crash):
+        graph.delete_entities(["E0", "E4", "E8"])
+    monkeypatch.setattr(storage_files.os, "replace", real_replace)
+    assert (tmp_path / "memory.json.journal").exists()
+    reopened = open_graph(tmp_path)
+    assert sorted(e.name for e in reopened.read_graph().entities) == ["E1", "E2", "E3", "E5", "E6", "E7"]
+    assert reopened.read_graph().relations == []
+    assert not (tmp_path / "memory.json.journal").exists()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_missing_parent_folders_are_created(tmp_path: Path) -> None:
+    graph = open_graph(tmp_path / "a" / "b")
+    graph.create_entities([ent("Alice")])
+    assert (tmp_path / "a" / "b" / "memory.json").exists()
