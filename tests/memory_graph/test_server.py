@@ -1,0 +1,152 @@
+"""The MCP layer: tools through the SDK's Client, in process (both modes) and over real stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from memory_graph.config import Settings
+from memory_graph.server import build_app
+
+pytestmark = pytest.mark.anyio
+
+GRAPH_TOOLS = {
+    "create_entities": (["entities"], False, False, False),
+    "create_relations": (["relations"], False, False, False),
+    "add_observations": (["observations"], False, False, False),
+    "delete_entities": (["entityNames"], False, True, True),
+    "delete_observations": (["deletions"], False, True, True),
+    "delete_relations": (["relations"], False, True, True),
+    "read_graph": ([], True, False, True),
+    "search_nodes": (["query"], True, False, True),
+    "open_nodes": (["names"], True, False, True),
+}
+
+
+def settings_for(folder: Path, **overrides: Any) -> Settings:
+    env = {"MEMORY_FILE_PATH": str(folder / "memory.json"), "MEMORY_SHARD_LINES": "3"}
+    env.update({k: str(v) for k, v in overrides.items()})
+    return Settings.from_env(env, cwd=folder)
+
+
+@pytest.fixture(params=["auto", "legacy"])
+async def client(request: pytest.FixtureRequest, tmp_path: Path):
+    app = build_app(settings_for(tmp_path))
+    async with Client(app.server, mode=request.param) as connected:
+        yield connected
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result
+
+
+async def test_tools_keep_the_reference_names_schemas_and_annotations(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert GRAPH_TOOLS.keys() <= tools.keys()
+    for name, (properties, read_only, destructive, idempotent) in GRAPH_TOOLS.items():
+        tool = tools[name]
+        assert sorted(tool.input_schema.get("properties", {})) == sorted(properties)
+        assert tool.input_schema.get("required", []) == properties
+        assert tool.output_schema is not None
+        hints = tool.annotations
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint) == (
+            read_only,
+            destructive,
+            idempotent,
+            False,
+        )
+
+
+async def test_a_round_trip_gives_structured_content_and_compact_text(client: Client) -> None:
+    created = await call(
+        client,
+        "create_entities",
+        entities=[{"name": "Alice", "entityType": "person", "observations": ["likes tea"]}, {"name": "Acme", "entityType": "org", "observations": []}],
+    )
+    assert created.structured_content == {
+        "entities": [
+            {"name": "Alice", "entityType": "person", "observations": ["likes tea"]},
+            {"name": "Acme", "entityType": "org", "observations": []},
+        ]
+    }
+    assert json.loads(created.content[0].text) == created.structured_content["entities"]
+    assert " " not in created.content[0].text.replace("likes tea", "")
+    await call(client, "create_relations", relations=[{"from": "Alice", "to": "Acme", "relationType": "works_at"}])
+    found = await call(client, "search_nodes", query="TEA")
+    assert found.structured_content == {
+        "entities": [{"name": "Alice", "entityType": "person", "observations": ["likes tea"]}],
+        "relations": [{"from": "Alice", "to": "Acme", "relationType": "works_at"}],
+    }
+    deleted = await call(client, "delete_entities", entityNames=["Acme"])
+    assert deleted.structured_content == {"success": True, "message": "Entities deleted successfully"}
+    assert deleted.content[0].text == "Entities deleted successfully"
+    graph = await call(client, "read_graph")
+    assert graph.structured_content["relations"] == []
+
+
+async def test_domain_errors_arrive_as_tool_errors_that_say_how_to_fix(client: Client) -> None:
+    result = await client.call_tool(
+        "create_relations", {"relations": [{"from": "Ghost", "to": "Nobody", "relationType": "knows"}]}
+    )
+    assert result.is_error
+    text = result.content[0].text
+    assert '"Ghost"' in text and '"Nobody"' in text and "create_entities" in text
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("create_entities", {"entities": [{"name": "Bad", "entityType": "person"}]}, "observations"),
+        ("create_entities", {"entities": [{"name": 5, "entityType": "x", "observations": []}]}, "name"),
+        ("create_entities", {"entities": [{"name": "", "entityType": "x", "observations": []}]}, "name"),
+        ("add_observations", {"observations": [{"entityName": "Alice", "contents": "str"}]}, "contents"),
+        ("search_nodes", {"query": 42}, "query"),
+        ("open_nodes", {"names": "Alice"}, "names"),
+    ],
+)
+async def test_bad_input_names_the_field_and_writes_nothing(
+    client: Client, tmp_path: Path, tool: str, arguments: dict, field: str
+) -> None:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    assert field in result.content[0].text
+    assert not list(tmp_path.glob("memory*.json"))
+
+
+async def test_a_truncated_read_says_so(tmp_path: Path) -> None:
+    app = build_app(settings_for(tmp_path, MEMORY_MAX_RESPONSE_CHARS=2000))
+    async with Client(app.server) as client:
+        entities = [{"name": f"E{i:03d}", "entityType": "t", "observations": ["o" * 40]} for i in range(100)]
+        await call(client, "create_entities", entities=entities)
+        result = await call(client, "read_graph")
+        truncated = result.structured_content["truncated"]
+        assert truncated["totalEntities"] == 100
+        assert truncated["returnedEntities"] == len(result.structured_content["entities"]) < 100
+        assert len(result.content[0].text) < 2600
+
+
+async def test_over_real_stdio(tmp_path: Path) -> None:
+    env = {"MEMORY_FILE_PATH": str(tmp_path / "data" / "memory.json"), "PATH": os.environ.get("PATH", "")}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memory_graph"], env=env, cwd=str(tmp_path))
+    async with Client(params) as client:
+        await call(client, "create_entities", entities=[{"name": "Alice", "entityType": "person", "observations": ["x"]}])
+        result = await call(client, "open_nodes", names=["Alice", "Nobody"])
+        assert [e["name"] for e in result.structured_content["entities"]] == ["Alice"]
+    lines = (tmp_path / "data" / "memory.json").read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0]) == {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["x"]}
+
+
+async def test_relative_memory_path_resolves_against_the_working_directory(tmp_path: Path) -> None:
+    env = {"MEMORY_FILE_PATH": "rel/memory.json", "PATH": os.environ.get("PATH", "")}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memory_graph"], env=env, cwd=str(tmp_path))
+    async with Client(params) as client:
+        await call(client, "create_entities", entities=[{"name": "Alice", "entityType": "person", "observations": []}])
+    assert (tmp_path / "rel" / "memory.json").exists()

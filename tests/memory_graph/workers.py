@@ -1,0 +1,95 @@
+"""Child processes for the reliability tests: `python -m tests.memory_graph.workers MODE ...`."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+from pathlib import Path
+
+from memory_graph.errors import NotFoundError
+from memory_graph.graph import GraphService
+from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
+from tests.conftest import open_graph
+
+NAMES = [f"E{i}" for i in range(24)]
+
+
+def torture_ops(seed: int, count: int) -> list[tuple[str, list]]:
+    """A deterministic mix of calls that each touch several shards (at 3 lines a shard)."""
+    rng = random.Random(seed)
+    ops: list[tuple[str, list]] = []
+    for step in range(count):
+        kind = rng.choice(["create", "create", "observe", "relate", "delete", "forget", "unrelate"])
+        picked = rng.sample(NAMES, rng.randint(2, 6))
+        if kind == "create":
+            ops.append(("create_entities", [Entity(name=n, entityType="t", observations=[f"o{step}"]) for n in picked]))
+        elif kind == "observe":
+            ops.append(("add_observations", [ObservationAddition(entityName=n, contents=[f"s{step}"]) for n in picked]))
+        elif kind == "relate":
+            pairs = zip(picked, reversed(picked), strict=True)
+            relations = [Relation.model_validate({"from": a, "to": b, "relationType": "r"}) for a, b in pairs]
+            ops.append(("relate", relations))
+        elif kind == "delete":
+            ops.append(("delete_entities", picked[:3]))
+        elif kind == "forget":
+            ops.append(("delete_observations", [ObservationDeletion(entityName=n, observations=[f"s{step - 1}", f"o{step - 2}"]) for n in picked]))
+        else:
+            pairs = zip(picked, reversed(picked), strict=True)
+            ops.append(("delete_relations", [Relation.model_validate({"from": a, "to": b, "relationType": "r"}) for a, b in pairs]))
+    return ops
+
+
+def apply(graph: GraphService, name: str, argument: list) -> None:
+    if name == "relate":
+        existing = {e.name for e in graph.open_nodes([r.from_ for r in argument] + [r.to for r in argument]).entities}
+        argument = [r for r in argument if r.from_ in existing and r.to in existing]
+        name = "create_relations"
+    try:
+        getattr(graph, name)(argument)
+    except NotFoundError:
+        pass  # a refused call is part of the sequence too: it must change nothing
+
+
+def snapshot(graph: GraphService) -> tuple:
+    result = graph.read_graph()
+    return (
+        tuple(sorted((e.name, e.entityType, tuple(e.observations)) for e in result.entities)),
+        tuple(sorted((r.from_, r.to, r.relationType) for r in result.relations)),
+    )
+
+
+def torture(folder: str, start: int, seed: int, count: int) -> None:
+    graph = open_graph(Path(folder))
+    ops = torture_ops(seed, count)
+    print("ready", flush=True)
+    for index in range(start, count):
+        apply(graph, *ops[index])
+        print(f"ack {index}", flush=True)
+
+
+def concurrent(folder: str, worker: int, writes: int, threads: int) -> None:
+    graph = open_graph(Path(folder), shard_lines=7)
+
+    def run(thread: int) -> None:
+        for i in range(thread, writes, threads):
+            tag = f"w{worker}-{i}"
+            graph.create_entities([Entity(name=tag, entityType="write", observations=[tag])])
+            graph.add_observations([ObservationAddition(entityName="shared", contents=[tag])])
+
+    workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    mode, *args = sys.argv[1:]
+    if mode == "torture":
+        torture(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif mode == "concurrent":
+        concurrent(args[0], int(args[1]), int(args[2]), int(args[3]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
