@@ -19,7 +19,10 @@ ENVIRONMENT = {
         "The graph's main file; shards `memory-1.json`, ... sit beside it. Relative paths resolve against the "
         "working directory; missing folders are created. An official `memory.jsonl` is read as is.",
     ),
-    "LESSON_FILE_PATH": ("`lesson.json` beside the memory file", "The lessons' main file (sharded the same way)."),
+    "LESSON_FILE_PATH": (
+        "`lesson.json` beside the memory file",
+        "The lessons' main file (sharded the same way).",
+    ),
     "MEMORY_SHARD_LINES": ("`1000`", "Most lines one shard file holds."),
     "MEMORY_MAX_RESPONSE_CHARS": (
         "`80000`",
@@ -32,8 +35,7 @@ ENVIRONMENT = {
     ),
     "MEMORY_AUTH_TOKEN": (
         "unset",
-        "HTTP only: every request must carry `Authorization: Bearer <token>`. Required to bind a "
-        "non-loopback host.",
+        "HTTP only: every request must carry `Authorization: Bearer <token>`. Required to bind a non-loopback host.",
     ),
     "MEMORY_HOST": ("`127.0.0.1`", "HTTP bind address (the `--host` flag wins)."),
     "MEMORY_PORT": ("`8000`", "HTTP port (the `--port` flag wins)."),

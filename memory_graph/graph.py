@@ -174,9 +174,7 @@ class GraphService:
                     f"create_entities (names are exact and case-sensitive).{self.suggest(missing[0])}"
                 )
             new = list(dict.fromkeys(r.key for r in relations if r.key not in self.state.relations))
-            self.store.commit(
-                {MEMORY: Changes(upserts=[{"type": "relation", **relation_view(k)} for k in new])}
-            )
+            self.store.commit({MEMORY: Changes(upserts=[{"type": "relation", **relation_view(k)} for k in new])})
         return CreatedRelations(relations=[Relation.model_construct(**_relation_fields(k)) for k in new])
 
     def add_observations(self, additions: Sequence[ObservationAddition]) -> AddedObservationsResult:
@@ -190,7 +188,10 @@ class GraphService:
                 present = set(current["observations"])
                 added = [c for c in dict.fromkeys(addition.contents) if c not in present]
                 if added:
-                    updated[addition.entityName] = {**current, "observations": [*current["observations"], *added]}
+                    updated[addition.entityName] = {
+                        **current,
+                        "observations": [*current["observations"], *added],
+                    }
                 results.append(AddedObservations(entityName=addition.entityName, addedObservations=added))
             self.store.commit(self._entity_changes(list(updated.values())))
         return AddedObservationsResult(results=results)

@@ -27,9 +27,7 @@ class Entity(BaseModel):
 
     name: EntityName = Field(description="The name of the entity")
     entityType: StrictStr = Field(description="The type of the entity")
-    observations: list[StrictStr] = Field(
-        description="An array of observation contents associated with the entity"
-    )
+    observations: list[StrictStr] = Field(description="An array of observation contents associated with the entity")
 
 
 class Relation(BaseModel):

@@ -129,7 +129,9 @@ def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
 
     @server.tool(title="Delete Observations", annotations=DELETE)
     @tool_errors
-    def delete_observations(deletions: list[ObservationDeletion]) -> Annotated[CallToolResult, DeletionResult]:
+    def delete_observations(
+        deletions: list[ObservationDeletion],
+    ) -> Annotated[CallToolResult, DeletionResult]:
         """Delete specific observations from entities in the knowledge graph"""
         result = graph.delete_observations(deletions)
         return structured(result, text=result.message)
@@ -153,7 +155,8 @@ def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
     @tool_errors
     def search_nodes(
         query: Annotated[
-            str, Field(description="The search query to match against entity names, types, and observation content")
+            str,
+            Field(description="The search query to match against entity names, types, and observation content"),
         ],
     ) -> Annotated[CallToolResult, KnowledgeGraph]:
         """Search for nodes in the knowledge graph based on a query"""

@@ -69,7 +69,12 @@ def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
         for name in ("from", "to", "relationType"):
             if not isinstance(item.get(name), str):
                 return None, f'relation field "{name}" must be a string'
-        record = {"type": "relation", "from": item["from"], "to": item["to"], "relationType": item["relationType"]}
+        record = {
+            "type": "relation",
+            "from": item["from"],
+            "to": item["to"],
+            "relationType": item["relationType"],
+        }
         return record, ""
     if kind in ("entity", "lesson"):
         if not isinstance(item.get("name"), str) or not item["name"]:
@@ -82,7 +87,12 @@ def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
             observations = []
         if not _is_str_list(observations):
             return None, 'entity field "observations" must be a list of strings'
-        record = {"type": "entity", "name": item["name"], "entityType": entity_type, "observations": observations}
+        record = {
+            "type": "entity",
+            "name": item["name"],
+            "entityType": entity_type,
+            "observations": observations,
+        }
         for extra, value in item.items():
             if extra not in record and extra != "type":
                 record[extra] = value

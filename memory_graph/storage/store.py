@@ -290,11 +290,7 @@ class Store:
                 continue
             stamp = _stat(path)
             generation = generations.get(str(path))
-            if (
-                known is None
-                or known.stamp != stamp
-                or (generation is not None and generation != known.generation)
-            ):
+            if known is None or known.stamp != stamp or (generation is not None and generation != known.generation):
                 try:
                     changed[index] = read_shard_file(path)
                 except FileNotFoundError:

@@ -96,7 +96,11 @@ def test_add_observations_skips_present_ones(graph: GraphService) -> None:
         [ObservationAddition(entityName="Alice", contents=["likes coffee", "has a dog", "has a dog"])]
     )
     assert [(r.entityName, r.addedObservations) for r in result.results] == [("Alice", ["has a dog"])]
-    assert graph.open_nodes(["Alice"]).entities[0].observations == ["works at Acme Corp", "likes coffee", "has a dog"]
+    assert graph.open_nodes(["Alice"]).entities[0].observations == [
+        "works at Acme Corp",
+        "likes coffee",
+        "has a dog",
+    ]
 
 
 def test_add_observations_to_missing_entity_fails_whole_call(graph: GraphService) -> None:

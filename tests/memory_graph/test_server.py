@@ -57,7 +57,12 @@ async def test_tools_keep_the_reference_names_schemas_and_annotations(client: Cl
         assert tool.input_schema.get("required", []) == properties
         assert tool.output_schema is not None
         hints = tool.annotations
-        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint) == (
+        assert (
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        ) == (
             read_only,
             destructive,
             idempotent,
@@ -69,7 +74,10 @@ async def test_a_round_trip_gives_structured_content_and_compact_text(client: Cl
     created = await call(
         client,
         "create_entities",
-        entities=[{"name": "Alice", "entityType": "person", "observations": ["likes tea"]}, {"name": "Acme", "entityType": "org", "observations": []}],
+        entities=[
+            {"name": "Alice", "entityType": "person", "observations": ["likes tea"]},
+            {"name": "Acme", "entityType": "org", "observations": []},
+        ],
     )
     assert created.structured_content == {
         "entities": [
@@ -137,16 +145,29 @@ async def test_over_real_stdio(tmp_path: Path) -> None:
     env = {"MEMORY_FILE_PATH": str(tmp_path / "data" / "memory.json"), "PATH": os.environ.get("PATH", "")}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memory_graph"], env=env, cwd=str(tmp_path))
     async with Client(params) as client:
-        await call(client, "create_entities", entities=[{"name": "Alice", "entityType": "person", "observations": ["x"]}])
+        await call(
+            client,
+            "create_entities",
+            entities=[{"name": "Alice", "entityType": "person", "observations": ["x"]}],
+        )
         result = await call(client, "open_nodes", names=["Alice", "Nobody"])
         assert [e["name"] for e in result.structured_content["entities"]] == ["Alice"]
     lines = (tmp_path / "data" / "memory.json").read_text(encoding="utf-8").splitlines()
-    assert json.loads(lines[0]) == {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["x"]}
+    assert json.loads(lines[0]) == {
+        "type": "entity",
+        "name": "Alice",
+        "entityType": "person",
+        "observations": ["x"],
+    }
 
 
 async def test_relative_memory_path_resolves_against_the_working_directory(tmp_path: Path) -> None:
     env = {"MEMORY_FILE_PATH": "rel/memory.json", "PATH": os.environ.get("PATH", "")}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memory_graph"], env=env, cwd=str(tmp_path))
     async with Client(params) as client:
-        await call(client, "create_entities", entities=[{"name": "Alice", "entityType": "person", "observations": []}])
+        await call(
+            client,
+            "create_entities",
+            entities=[{"name": "Alice", "entityType": "person", "observations": []}],
+        )
     assert (tmp_path / "rel" / "memory.json").exists()

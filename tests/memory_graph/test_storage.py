@@ -96,7 +96,9 @@ def test_an_oversized_legacy_file_is_split_when_written(tmp_path: Path) -> None:
 def test_a_one_entity_change_writes_bounded_bytes(tmp_path: Path) -> None:
     graph = open_graph(tmp_path, shard_lines=1000)
     for start in range(0, 5000, 500):
-        graph.create_entities([ent(f"Entity {i:05d}", f"note {i}", "member of the bench group") for i in range(start, start + 500)])
+        graph.create_entities(
+            [ent(f"Entity {i:05d}", f"note {i}", "member of the bench group") for i in range(start, start + 500)]
+        )
     total = sum(p.stat().st_size for p in shard_files(tmp_path))
     assert len(shard_files(tmp_path)) == 5
     before = graph.store.bytes_written

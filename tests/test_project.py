@@ -1,0 +1,90 @@
+"""Project hygiene: lint and format clean, layering, docs that stay true."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory_graph.config import ENVIRONMENT
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOMAIN = [
+    "memory_graph/model.py",
+    "memory_graph/graph.py",
+    "memory_graph/search.py",
+    "memory_graph/errors.py",
+    "memory_graph/config.py",
+    "memory_graph/storage",
+    "lessons",
+]
+
+
+def python_files(*parts: str) -> list[Path]:
+    found: list[Path] = []
+    for part in parts:
+        path = ROOT / part
+        found.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    return found
+
+
+@pytest.mark.parametrize("command", [["check", "."], ["format", "--check", "."]])
+def test_ruff_is_clean(command: list[str]) -> None:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    run = subprocess.run([ruff, *command], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_domain_code_never_imports_the_protocol() -> None:
+    for path in python_files(*DOMAIN):
+        if not path.exists():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            modules = []
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            for module in modules:
+                assert module.split(".")[0] not in ("mcp", "starlette", "uvicorn"), f"{path} imports {module}"
+
+
+def test_only_the_config_module_reads_the_environment() -> None:
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in python_files("memory_graph", "lessons")
+        if p.name != "config.py" and re.search(r"os\.environ|os\.getenv", p.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+
+
+def test_every_environment_variable_is_in_the_readme_table() -> None:
+    for name in ENVIRONMENT:
+        assert re.search(rf"^\| `{name}` \|", README, re.MULTILINE), f"{name} is missing from the README table"
+
+
+def test_every_tool_is_in_the_readme() -> None:
+    from memory_graph.config import Settings
+    from memory_graph.server import build_app
+
+    app = build_app(Settings.from_env({"MEMORY_FILE_PATH": str(ROOT / ".pytest-docs" / "m.json")}, cwd=ROOT))
+    tools = [t.name for t in app.server._tool_manager.list_tools()]
+    shutil.rmtree(ROOT / ".pytest-docs", ignore_errors=True)
+    assert tools
+    for tool in tools:
+        assert f"`{tool}`" in README, f"tool {tool} is not documented in the README"
+
+
+def test_quick_start_has_two_commands_and_ci_runs_the_test_one() -> None:
+    section = README.split("## Quick start", 1)[1].split("##", 1)[0]
+    commands = [line for line in section.split("```bash", 1)[1].split("```", 1)[0].splitlines() if line.strip()]
+    assert len(commands) == 2
+    test_command = commands[1].split("#", 1)[0].strip()
+    assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
