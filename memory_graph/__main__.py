@@ -51,6 +51,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     from memory_graph.server import build_app
 
     app = build_app(settings)
+    app.start_loading()
     if args.transport == "stdio":
         app.server.run()
         return 0

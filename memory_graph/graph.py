@@ -53,7 +53,7 @@ class GraphState:
     def __init__(self) -> None:
         self.entities: dict[str, dict[str, Any]] = {}
         self.home: dict[str, str] = {}
-        self.relations: dict[RelationKey, None] = {}
+        self.relations: dict[RelationKey, int] = {}  # key -> creation ordinal
         self.by_node: dict[str, set[RelationKey]] = {}
         self.index = SubstringIndex()
         self._ordinal: dict[str, int] = {}
@@ -84,7 +84,10 @@ class GraphState:
         self.index.remove(name)
 
     def _add_relation(self, key: RelationKey) -> None:
-        self.relations[key] = None
+        if key in self.relations:
+            return
+        self.relations[key] = self._next_ordinal
+        self._next_ordinal += 1
         self.by_node.setdefault(key[0], set()).add(key)
         self.by_node.setdefault(key[1], set()).add(key)
 
@@ -106,11 +109,7 @@ class GraphState:
         found: set[RelationKey] = set()
         for name in names:
             found.update(self.by_node.get(name, ()))
-        # Stable, creation order, like the reference.
-        if len(found) * 4 < len(self.relations):
-            order = {key: i for i, key in enumerate(self.relations) if key in found}
-            return sorted(found, key=order.__getitem__)
-        return [key for key in self.relations if key in found]
+        return sorted(found, key=self.relations.__getitem__)  # creation order, like the reference
 
 
 class GraphService:

@@ -9,6 +9,7 @@ structured content plus its compact JSON as text. Domain errors become tool erro
 import functools
 import json
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, ParamSpec
@@ -83,6 +84,19 @@ class App:
     graph: GraphService
     server: MCPServer
 
+    def start_loading(self) -> None:
+        """Load the files in the background, so `initialize` is answered at once even for a huge graph.
+
+        Tool calls wait for the load (they take the store's lock); if it fails, the first call reports why.
+        """
+        threading.Thread(target=self._load, name="memory-graph-load", daemon=True).start()
+
+    def _load(self) -> None:
+        try:
+            self.store.open()
+        except MemoryGraphError as exc:
+            log.error("could not load the memory: %s", exc)
+
 
 def build_app(settings: Settings) -> App:
     store = Store(
@@ -93,7 +107,6 @@ def build_app(settings: Settings) -> App:
     server = MCPServer("memory-graph", version=__version__, instructions=INSTRUCTIONS)
     if "graph" in settings.toolsets:
         register_graph_tools(server, graph)
-    store.open()
     return App(settings=settings, store=store, graph=graph, server=server)
 
 

@@ -42,13 +42,14 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _write_temp(target: Path, content: str) -> Path:
+def _write_temp(target: Path, content: str, durable: bool = True) -> Path:
     temp = temp_name(target)
     try:
         with open(temp, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
     except BaseException:
         with contextlib.suppress(OSError):
             temp.unlink()
@@ -56,15 +57,17 @@ def _write_temp(target: Path, content: str) -> Path:
     return temp
 
 
-def atomic_write(target: Path, content: str) -> None:
-    temp = _write_temp(target, content)
+def atomic_write(target: Path, content: str, durable: bool = True) -> None:
+    """Replace `target` atomically; `durable=False` skips the fsyncs (for hints that may be lost)."""
+    temp = _write_temp(target, content, durable)
     try:
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
-    fsync_dir(target.parent)
+    if durable:
+        fsync_dir(target.parent)
 
 
 def apply_writes(writes: Iterable[FileWrite]) -> None:

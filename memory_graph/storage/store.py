@@ -191,9 +191,12 @@ class Store:
                     f"cannot create the data folder {collection.main_path.parent}: {exc.strerror}. "
                     "Point MEMORY_FILE_PATH (or LESSON_FILE_PATH) at a folder you can write to."
                 ) from exc
-        with self._thread_lock, self._locked():
-            self._catch_up(startup=True)
-            self._opened = True
+        with self._thread_lock:
+            if self._opened:
+                return
+            with self._locked():
+                self._catch_up(startup=True)
+                self._opened = True
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -390,7 +393,8 @@ class Store:
         try:
             # The stamp goes first: if we die after it, other processes reread the shards (harmless);
             # if it went last, they could miss a change and overwrite it.
-            atomic_write(self.stamp_path, stamp_text)
+            # No fsync: a stamp lost to a power cut only makes the next process compare shard stats.
+            atomic_write(self.stamp_path, stamp_text, durable=False)
             commit_files(writes, self.journal_path)
         except OSError as exc:
             raise StorageError(
@@ -470,28 +474,23 @@ class Store:
     def _apply_plan(
         self, collection: Collection, plan: dict[int, dict[Key, str]], changes: Changes, token: str
     ) -> None:
-        affected: set[Key] = set(changes.deletes)
-        affected.update(record_key(r) for r in changes.upserts)
         for index, lines in plan.items():
             old = collection.shards.get(index)
-            if old is not None:
-                affected.update(old.lines)
-                for key in old.lines:
-                    where = collection.locations.get(key)
-                    if where is not None and index in where:
-                        where.remove(index)
-            if not lines:
-                collection.shards.pop(index, None)
-                continue
-            path = collection.shard_path(index)
-            collection.shards[index] = Shard(path, lines, _stat(path), token, [], len(lines))
-            for key in lines:
+            old_keys = old.lines.keys() if old is not None else dict[Key, str]().keys()
+            for key in old_keys - lines.keys():
+                where = collection.locations[key]
+                where.remove(index)
+                if not where:
+                    del collection.locations[key]
+            for key in lines.keys() - old_keys:
                 where = collection.locations.setdefault(key, [])
                 where.append(index)
                 where.sort()
-        for key in affected:
-            if not collection.locations.get(key):
-                collection.locations.pop(key, None)
+            if lines:
+                path = collection.shard_path(index)
+                collection.shards[index] = Shard(path, lines, _stat(path), token, [], len(lines))
+            else:
+                collection.shards.pop(index, None)
         removed = [key for key in changes.deletes if key not in collection.locations]
         upserted = [r for r in changes.upserts if record_key(r) in collection.locations]
         self._notify(collection.name, removed, upserted)
