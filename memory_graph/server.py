@@ -17,8 +17,10 @@ from typing import Annotated, ParamSpec
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
+from lessons.model import ErrorQuery, Lesson, LessonInput, Recommendations, SimilarErrors, SuccessReport, UpdatedLesson
+from lessons.service import MAX_CONTEXT_CHARS, LessonService
 from memory_graph import __version__
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
@@ -82,6 +84,7 @@ class App:
     settings: Settings
     store: Store
     graph: GraphService
+    lessons: LessonService
     server: MCPServer
 
     def start_loading(self) -> None:
@@ -104,10 +107,13 @@ def build_app(settings: Settings) -> App:
         shard_lines=settings.shard_lines,
     )
     graph = GraphService(store, settings.max_response_chars)
+    lessons = LessonService(store, graph)
     server = MCPServer("memory-graph", version=__version__, instructions=INSTRUCTIONS)
     if "graph" in settings.toolsets:
         register_graph_tools(server, graph)
-    return App(settings=settings, store=store, graph=graph, server=server)
+    if "lessons" in settings.toolsets:
+        register_lesson_tools(server, lessons)
+    return App(settings=settings, store=store, graph=graph, lessons=lessons, server=server)
 
 
 def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
@@ -182,3 +188,50 @@ def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
     ) -> Annotated[CallToolResult, KnowledgeGraph]:
         """Open specific nodes in the knowledge graph by their names"""
         return structured(graph.open_nodes(names))
+
+
+Limit = Annotated[int, Field(ge=1, le=50, description="Most results to return")]
+
+
+def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
+    @server.tool(title="Create Lesson", annotations=CREATE)
+    @tool_errors
+    def create_lesson(lesson: LessonInput) -> Annotated[CallToolResult, Lesson]:
+        """Remember an error and how it was fixed: errorPattern {type, message, context, stackTrace?},
+        observations (cause and fix), verificationSteps, metadata {severity, environment, ...}.
+        The name must be unused by any entity or lesson. Returns the stored lesson."""
+        return structured(lessons.create_lesson(lesson))
+
+    @server.tool(title="Find Similar Errors", annotations=READ)
+    @tool_errors
+    def find_similar_errors(errorPattern: ErrorQuery, limit: Limit = 5) -> Annotated[CallToolResult, SimilarErrors]:
+        """Find lessons about an error like this one (call it first when an error appears). Matching ignores
+        paths, names, numbers, addresses and log noise. Returns lessons best match first, each with its score
+        (0..1) and success statistic; unrelated lessons are left out."""
+        return structured(lessons.find_similar_errors(errorPattern, limit))
+
+    @server.tool(title="Update Lesson Success", annotations=CREATE)
+    @tool_errors
+    def update_lesson_success(
+        lessonName: Annotated[str, Field(min_length=1, description="The lesson's exact name")],
+        success: Annotated[StrictBool, Field(description="true if applying the lesson fixed the problem")],
+    ) -> Annotated[CallToolResult, UpdatedLesson]:
+        """Record whether applying a lesson worked; updates its frequency, successRate and updatedAt."""
+        return structured(lessons.update_lesson_success(SuccessReport(lessonName=lessonName, success=success)))
+
+    @server.tool(title="Get Lesson Recommendations", annotations=READ)
+    @tool_errors
+    def get_lesson_recommendations(
+        context: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_CONTEXT_CHARS,
+                description="What went wrong: a description, an error message, or a whole pasted terminal log",
+            ),
+        ],
+        limit: Limit = 5,
+    ) -> Annotated[CallToolResult, Recommendations]:
+        """Lessons that apply to a situation, ranked by relevance combined with a success statistic that needs
+        real evidence (a lucky 1-for-1 does not beat a proven 95-for-100)."""
+        return structured(lessons.get_lesson_recommendations(context, limit))

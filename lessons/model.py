@@ -1,0 +1,181 @@
+"""Lessons: what an error looked like, how it was fixed, how to check the fix, and how often the fix worked.
+
+- **errorPattern**: the error as it appeared: `type` (a category such as build, runtime, dependency, vcs),
+  `message` (its key line), `context` (what was being done), optional `stackTrace`.
+- **verificationSteps**: commands that show the fix worked, with the output to expect.
+- **metadata**: `severity`, `environment` (os, versions, dependencies, anything else), ISO 8601 UTC
+  `createdAt`/`updatedAt`, and the outcome record: `frequency` (attempts reported), `successCount`, and
+  `successRate` = successCount / frequency, the plain share of reported attempts that worked.
+  `recentSuccesses`/`recentAttempts` are the same counts with older outcomes weighted down (see ranking.py).
+
+A lesson is also a graph entity (`entityType: "lesson"`): the graph tools show its name and observations.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    StrictBool,
+    StrictStr,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+Text = Annotated[StrictStr, StringConstraints(strip_whitespace=False)]
+NonBlank = Annotated[StrictStr, StringConstraints(min_length=1, pattern=r"\S")]
+Severity = Literal["low", "medium", "high", "critical"]
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class ErrorPattern(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: NonBlank = Field(description="Error category, e.g. build, runtime, dependency, network, vcs, syntax")
+    message: NonBlank = Field(description="The key error line, as printed")
+    context: Text = Field(default="", description="What was being done when it happened")
+    stackTrace: StrictStr | None = Field(default=None, description="Optional stack trace or surrounding output")
+
+
+class ErrorQuery(BaseModel):
+    """An error to look up: the message is required, the rest helps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Text = Field(default="", description="Error category, if known")
+    message: NonBlank = Field(description="The error message or key line (longer text is fine)")
+    context: Text = Field(default="", description="What was being done")
+    stackTrace: StrictStr | None = None
+
+
+class VerificationStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    command: NonBlank = Field(description="A command that checks the fix")
+    expectedOutput: Text = Field(default="", description="What it prints when the fix worked")
+    successIndicators: list[StrictStr] = Field(default_factory=list, description="Strings that show success")
+
+
+class Environment(BaseModel):
+    """Where the lesson was learned; any further keys are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    os: StrictStr | None = None
+    nodeVersion: StrictStr | None = None
+    pythonVersion: StrictStr | None = None
+    dependencies: dict[str, StrictStr] | list[StrictStr] | None = None
+
+
+class LessonMetadataInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    severity: Severity = "medium"
+    environment: Environment = Field(default_factory=Environment)
+    createdAt: datetime | None = Field(default=None, description="Kept if given (ISO 8601); else now")
+    updatedAt: datetime | None = None
+    frequency: NonNegativeInt = Field(default=0, description="Attempts already reported (prior history)")
+    successRate: float = Field(default=0.0, ge=0.0, le=1.0, description="Share of those attempts that worked")
+    successCount: NonNegativeInt | None = Field(default=None, description="Successes; derived if omitted")
+
+    @model_validator(mode="after")
+    def _consistent_counts(self) -> LessonMetadataInput:
+        if self.successCount is not None and self.successCount > self.frequency:
+            raise ValueError(
+                f"metadata.successCount ({self.successCount}) cannot exceed metadata.frequency ({self.frequency})"
+            )
+        if self.frequency == 0 and self.successRate > 0:
+            raise ValueError(
+                "metadata.successRate > 0 needs metadata.frequency > 0 (how many attempts it is a share of)"
+            )
+        return self
+
+
+class LessonInput(BaseModel):
+    """What create_lesson accepts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: NonBlank = Field(description="Unique name across entities and lessons, e.g. PIP_NO_MATCHING_DIST")
+    entityType: Literal["lesson"] = Field(default="lesson", description='Always "lesson"')
+    observations: list[StrictStr] = Field(default_factory=list, description="What the cause was, how it was fixed")
+    errorPattern: ErrorPattern
+    verificationSteps: list[VerificationStep] = Field(default_factory=list)
+    metadata: LessonMetadataInput = Field(default_factory=LessonMetadataInput)
+
+    @field_validator("entityType", mode="before")
+    @classmethod
+    def _lesson_type(cls, value: Any) -> Any:
+        if value != "lesson":
+            raise ValueError(f'entityType must be "lesson" (got {value!r}); use create_entities for other entities')
+        return value
+
+
+class LessonMetadata(BaseModel):
+    severity: Severity
+    environment: dict[str, Any]
+    createdAt: str
+    updatedAt: str
+    frequency: int
+    successCount: int
+    successRate: float
+    recentSuccesses: float
+    recentAttempts: float
+
+
+class Lesson(BaseModel):
+    """A stored lesson."""
+
+    name: str
+    entityType: str
+    observations: list[str]
+    errorPattern: ErrorPattern
+    verificationSteps: list[VerificationStep]
+    metadata: LessonMetadata
+
+
+class SuccessReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lessonName: NonBlank
+    success: StrictBool
+
+
+class LessonMatch(BaseModel):
+    name: str
+    score: float = Field(description="How well the error matches, 0..1")
+    successStatistic: float = Field(description="Shrunk, recency-weighted success rate used for ranking, 0..1")
+    lesson: Lesson
+
+
+class SimilarErrors(BaseModel):
+    matches: list[LessonMatch]
+    signature: str = Field(description="The query's normalized error shape (what was matched)")
+
+
+class Recommendation(BaseModel):
+    name: str
+    score: float = Field(description="relevance x (0.7 + 0.3 x successStatistic)")
+    relevance: float = Field(description="How well the lesson matches the context, 0..1")
+    successStatistic: float
+    matchedLine: str = Field(description="The line of the context that matched best")
+    lesson: Lesson
+
+
+class Recommendations(BaseModel):
+    recommendations: list[Recommendation]
+    errorLines: list[str] = Field(description="The lines of the context read as errors (first 20)")
+
+
+class UpdatedLesson(BaseModel):
+    lesson: Lesson
+    successStatistic: float

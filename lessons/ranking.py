@@ -1,0 +1,252 @@
+"""Ranking lessons: how well an error matches a lesson, and how much the lesson's record should count.
+
+**Match score** (0..1) of an error message against a lesson, from the two parts of a signature (signature.py):
+
+    0.35 x token_sort_ratio(shapes)          the two shapes, word order ignored
+  + 0.15 x partial_ratio(shapes)              the shorter shape inside the longer (a longer query still matches),
+                                              damped when the shorter one is much shorter
+  + 0.10 x lesson coverage                    share of the lesson message's evidence the query has
+  + 0.25 x query coverage                     share of the query's known evidence the lesson explains anywhere
+                                              (message, context, observations, verification)
+  + 0.15 x same type                          when the caller gives a type
+
+Evidence shares are weighted by rarity: idf(w) = ln((N + 1) / (df(w) + 0.5)) over the N stored lessons, so a
+word every lesson has counts for little and a rare one (E0382, EADDRINUSE, NoneType) for a lot. Without a type
+(recommendations from a raw log) the other weights are scaled up to sum to 1.
+
+**Success statistic** (0..1): the lesson's recency-weighted success share shrunk towards 1/2 by a Beta(2, 2)
+prior: (s + 2) / (n + 4), where s and n are successes and attempts with every older outcome weighted by 0.98
+per newer one. A new lesson sits at 0.5, a lucky 1-for-1 at 0.6, a proven 95-for-100 near 0.9.
+
+**Recommendation score** = relevance x (0.7 + 0.3 x success statistic): at equal relevance the proven lesson
+wins; an exact match with no record (0.85 x relevance) still beats an unrelated proven one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz import fuzz, process
+
+from lessons.signature import evidence_words, quoted_words, shape, strip_ansi
+
+PRIOR_SUCCESSES = 2.0
+PRIOR_ATTEMPTS = 4.0
+RECENCY_DECAY = 0.98
+SUCCESS_WEIGHT = 0.3
+
+W_SORT, W_PARTIAL, W_LESSON_COVERAGE, W_QUERY_COVERAGE, W_TYPE = 0.35, 0.15, 0.10, 0.25, 0.15
+FIND_THRESHOLD = 0.48
+RECOMMEND_THRESHOLD = 0.38
+RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
+CANDIDATES = 48
+MAX_ERROR_LINES = 60
+
+# Lines that announce an error (a generous net; the scoring decides).
+ERROR_HINT = re.compile(
+    r"error|exception|fatal|panic|fail|traceback|conflict|reject|denied|not found|cannot|can't|could not|"
+    r"couldn't|unable|invalid|missing|no such|undefined|refused|abort|segmentation|overflow|\*\*\*|"
+    r"\b[A-Z]\d{3,4}\b|not a |would be overwritten|no rule|not currently|unexpected|expected",
+    re.IGNORECASE,
+)
+# Wrapper lines that CI systems, make and npm print around any failure: they name no particular error.
+WRAPPER = re.compile(
+    r"exit code|exit status|non-zero code|returned \d+|job failed|process completed|\] error \d+|"
+    r"^make(\[\d+\])?: \*\*\* \[|^npm (?:error|ERR!) (?:code|path|command|errno|A complete log|\s*$)|"
+    r"^error: could not compile|^for more information about this error",
+    re.IGNORECASE,
+)
+
+
+def success_statistic(recent_successes: float, recent_attempts: float) -> float:
+    return (recent_successes + PRIOR_SUCCESSES) / (recent_attempts + PRIOR_ATTEMPTS)
+
+
+def combined_score(relevance: float, statistic: float) -> float:
+    return relevance * (1 - SUCCESS_WEIGHT + SUCCESS_WEIGHT * statistic)
+
+
+@dataclass(frozen=True)
+class IndexedLesson:
+    name: str
+    type: str
+    shape: str
+    message_evidence: frozenset[str]
+    all_evidence: frozenset[str]
+
+
+def lesson_text(record: dict[str, Any]) -> str:
+    """Everything a lesson says, for evidence: pattern, observations, verification steps."""
+    pattern = record.get("errorPattern") or {}
+    parts = [str(pattern.get(k) or "") for k in ("type", "message", "context", "stackTrace")]
+    parts.extend(record.get("observations") or [])
+    for step in record.get("verificationSteps") or []:
+        if isinstance(step, dict):
+            parts.append(str(step.get("command") or ""))
+            parts.append(str(step.get("expectedOutput") or ""))
+            parts.extend(str(s) for s in step.get("successIndicators") or [])
+    return "\n".join(parts)
+
+
+def explanation_text(record: dict[str, Any]) -> str:
+    """What the lesson says about the error in its own words: observations and verification steps."""
+    return lesson_text(
+        {"observations": record.get("observations"), "verificationSteps": record.get("verificationSteps")}
+    )
+
+
+def index_record(record: dict[str, Any]) -> IndexedLesson:
+    pattern = record.get("errorPattern") or {}
+    message = str(pattern.get("message") or "")
+    # A quoted name the lesson never mentions again was the user's own (a key, a file, a variable): another
+    # occurrence will have another name, so its absence must not count against a match. One the lesson
+    # talks about (a builtin, a reserved word, an option) is what the lesson is about, and stays evidence.
+    explained = evidence_words(explanation_text(record))
+    incidental = {w for w in quoted_words(message) if w not in explained}
+    return IndexedLesson(
+        name=record["name"],
+        type=str(pattern.get("type") or "").strip().lower(),
+        shape=shape(message),
+        message_evidence=evidence_words(message) - incidental,
+        all_evidence=evidence_words(lesson_text(record)),
+    )
+
+
+@dataclass
+class Query:
+    """A piece of error text to match, with its known words' rarity computed once per call."""
+
+    shape: str
+    evidence: frozenset[str]
+    text: str
+    known: dict[str, float] | None = None  # word -> idf, for words some lesson has
+    known_mass: float = 0.0
+
+
+def query_of(text: str) -> Query:
+    return Query(shape=shape(text), evidence=evidence_words(text), text=text)
+
+
+class LessonIndex:
+    """Signatures of all lessons, word rarity, and an inverted index for picking candidates fast."""
+
+    def __init__(self) -> None:
+        self.lessons: dict[str, IndexedLesson] = {}
+        self._document_frequency: Counter[str] = Counter()
+        self._holders: dict[str, set[str]] = {}
+        self._shapes: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.lessons)
+
+    def put(self, record: dict[str, Any]) -> None:
+        self.remove(record["name"])
+        indexed = index_record(record)
+        self.lessons[indexed.name] = indexed
+        self._shapes[indexed.name] = indexed.shape
+        for word in indexed.all_evidence:
+            self._document_frequency[word] += 1
+            self._holders.setdefault(word, set()).add(indexed.name)
+
+    def remove(self, name: str) -> None:
+        old = self.lessons.pop(name, None)
+        if old is None:
+            return
+        del self._shapes[name]
+        for word in old.all_evidence:
+            self._document_frequency[word] -= 1
+            if self._document_frequency[word] <= 0:
+                del self._document_frequency[word]
+                del self._holders[word]
+            else:
+                self._holders[word].discard(name)
+
+    def idf(self, word: str) -> float:
+        return math.log((len(self.lessons) + 1) / (self._document_frequency.get(word, 0) + 0.5))
+
+    # -- candidates ----------------------------------------------------------------------------------------
+    def candidates(self, queries: Iterable[Query], fuzzy: bool) -> list[str]:
+        """Lessons worth scoring in full: best by shared rare words, and (fuzzy=True) by shape similarity."""
+        if len(self.lessons) <= CANDIDATES:
+            return list(self.lessons)
+        common = max(50, len(self.lessons) // 20)  # words held by more lessons than this say little
+        weights: Counter[str] = Counter()
+        picked: set[str] = set()
+        for query in queries:
+            for word in query.evidence:
+                holders = self._holders.get(word)
+                if holders and len(holders) <= common:
+                    weight = self.idf(word)
+                    for name in holders:
+                        weights[name] += weight
+            if fuzzy:
+                for _, _, name in process.extract(
+                    query.shape, self._shapes, scorer=fuzz.token_sort_ratio, limit=CANDIDATES // 2
+                ):
+                    picked.add(name)
+        picked.update(name for name, _ in weights.most_common(CANDIDATES))
+        return list(picked)
+
+    # -- scoring -----------------------------------------------------------------------------------------
+    def prepare(self, query: Query) -> Query:
+        query.known = {w: self.idf(w) for w in query.evidence if w in self._document_frequency}
+        query.known_mass = sum(query.known.values())
+        return query
+
+    def coverage(self, query: Query, words: frozenset[str]) -> float:
+        """Rarity-weighted share of `words` (a lesson's) that the query has."""
+        mass = sum(self.idf(w) for w in words)
+        if not mass or query.known is None:
+            return 0.0
+        return sum(weight for w, weight in query.known.items() if w in words) / mass
+
+    def match(self, query: Query, lesson: IndexedLesson, query_type: str = "") -> float:
+        if query.known is None:
+            self.prepare(query)
+        assert query.known is not None
+        short, long = sorted((len(query.shape), len(lesson.shape)))
+        sorted_ratio = fuzz.token_sort_ratio(query.shape, lesson.shape) / 100
+        if short > 8:
+            partial = fuzz.partial_ratio(query.shape, lesson.shape) / 100
+            partial *= 0.4 + 0.6 * math.sqrt(short / long)
+        else:
+            partial = sorted_ratio
+        lesson_coverage = self.coverage(query, lesson.message_evidence)
+        explained = sum(weight for w, weight in query.known.items() if w in lesson.all_evidence)
+        query_coverage = explained / query.known_mass if query.known_mass else 0.0
+        score = (
+            W_SORT * sorted_ratio
+            + W_PARTIAL * partial
+            + W_LESSON_COVERAGE * lesson_coverage
+            + W_QUERY_COVERAGE * query_coverage
+        )
+        if query_type:
+            return score + W_TYPE * (query_type.strip().lower() == lesson.type)
+        return score / (1 - W_TYPE)
+
+
+def error_lines(log: str) -> list[str]:
+    """The lines of a log worth matching: error lines (with the one or two after them), deduplicated by shape."""
+    lines = [line.strip() for line in strip_ansi(log).split("\n")]
+    lines = [line for line in lines if line]
+    hits = [i for i, line in enumerate(lines) if ERROR_HINT.search(line) and not WRAPPER.search(line)]
+    if not hits:
+        hits = [i for i, line in enumerate(lines) if not WRAPPER.search(line)][-10:]
+    picked: list[str] = []
+    seen: set[str] = set()
+    # The last errors in a log are usually the ones that matter; keep those when there are too many.
+    for i in reversed(hits):
+        for window in (lines[i], " ".join(lines[i : i + 2]), " ".join(lines[i : i + 3])):
+            key = shape(window)
+            if key not in seen:
+                seen.add(key)
+                picked.append(window)
+        if len(picked) >= MAX_ERROR_LINES:
+            break
+    picked.reverse()
+    return picked

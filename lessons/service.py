@@ -1,0 +1,258 @@
+"""LessonService: create_lesson, find_similar_errors, update_lesson_success, get_lesson_recommendations.
+
+Lessons are stored in the `lesson` collection of the same store as the graph (same locking, journal and
+caching), and are graph entities too: GraphService sees them through the same change notifications.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rapidfuzz import fuzz, process
+
+from lessons.model import (
+    ErrorQuery,
+    Lesson,
+    LessonInput,
+    LessonMatch,
+    Recommendation,
+    Recommendations,
+    SimilarErrors,
+    SuccessReport,
+    UpdatedLesson,
+    utc_now,
+)
+from lessons.ranking import (
+    FIND_THRESHOLD,
+    RECENCY_DECAY,
+    RECOMMEND_THRESHOLD,
+    RELATIVE_CUTOFF,
+    LessonIndex,
+    Query,
+    combined_score,
+    error_lines,
+    query_of,
+    success_statistic,
+)
+from lessons.signature import evidence_words
+from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
+from memory_graph.graph import LESSONS, GraphService
+from memory_graph.storage import Changes, Store
+from memory_graph.storage.format import Key
+
+MAX_CONTEXT_CHARS = 1_048_576
+CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
+LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _metadata(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored lesson's metadata with every field present (hand-edited or older records may lack some)."""
+    meta = dict(record.get("metadata") or {})
+    frequency = int(meta.get("frequency") or 0)
+    rate = float(meta.get("successRate") or 0.0)
+    successes = int(meta.get("successCount", round(rate * frequency)) or 0)
+    now = utc_now()
+    return {
+        "severity": meta.get("severity") or "medium",
+        "environment": meta.get("environment") or {},
+        "createdAt": meta.get("createdAt") or now,
+        "updatedAt": meta.get("updatedAt") or meta.get("createdAt") or now,
+        "frequency": frequency,
+        "successCount": successes,
+        "successRate": rate,
+        "recentSuccesses": float(meta.get("recentSuccesses", successes)),
+        "recentAttempts": float(meta.get("recentAttempts", frequency)),
+    }
+
+
+def lesson_of(record: dict[str, Any]) -> Lesson:
+    pattern = record.get("errorPattern") or {}
+    return Lesson.model_validate(
+        {
+            "name": record["name"],
+            "entityType": record.get("entityType", "lesson"),
+            "observations": record.get("observations", []),
+            "errorPattern": {
+                "type": pattern.get("type") or "unknown",
+                "message": pattern.get("message") or "(no message)",
+                "context": pattern.get("context") or "",
+                **({"stackTrace": pattern["stackTrace"]} if pattern.get("stackTrace") else {}),
+            },
+            "verificationSteps": record.get("verificationSteps") or [],
+            "metadata": _metadata(record),
+        }
+    )
+
+
+def statistic_of(record: dict[str, Any]) -> float:
+    meta = _metadata(record)
+    return success_statistic(meta["recentSuccesses"], meta["recentAttempts"])
+
+
+class LessonService:
+    def __init__(self, store: Store, graph: GraphService) -> None:
+        self.store = store
+        self.graph = graph
+        self.index = LessonIndex()
+        store.add_listener(self)
+
+    def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
+        if collection != LESSONS:
+            return
+        for key in removed:
+            if key[0] == "entity":
+                self.index.remove(key[1])
+        for record in upserted:
+            if record.get("type") == "entity":
+                self.index.put(record)
+
+    def _lesson_record(self, name: str) -> dict[str, Any]:
+        if self.graph.state.home.get(name) == LESSONS:
+            return self.graph.state.entities[name]
+        other = self.graph.state.entities.get(name)
+        if other is not None:
+            raise NotFoundError(
+                f'"{name}" is an entity of type "{other["entityType"]}", not a lesson; lessons are made with create_lesson'
+            )
+        names = list(self.index.lessons)
+        best = process.extractOne(name, names, scorer=fuzz.WRatio, score_cutoff=80) if names else None
+        hint = f' Did you mean "{best[0]}"?' if best else " find_similar_errors finds lessons by their error."
+        raise NotFoundError(f'No lesson named "{name}".{hint}')
+
+    # -- writes ------------------------------------------------------------------------------------------
+    def create_lesson(self, lesson: LessonInput) -> Lesson:
+        with self.store.writing():
+            existing = self.graph.state.entities.get(lesson.name)
+            if existing is not None:
+                raise ConflictError(
+                    f'the name "{lesson.name}" is already used by an entity of type "{existing["entityType"]}"; '
+                    "names are unique across entities and lessons. Choose another name, or delete_entities it first."
+                )
+            given = lesson.metadata
+            now = utc_now()
+            successes = (
+                given.successCount if given.successCount is not None else round(given.successRate * given.frequency)
+            )
+            rate = (
+                given.successRate
+                if given.successCount is None
+                else successes / given.frequency
+                if given.frequency
+                else 0.0
+            )
+            record: dict[str, Any] = {
+                "type": "entity",
+                "name": lesson.name,
+                "entityType": "lesson",
+                "observations": list(dict.fromkeys(lesson.observations)),
+                "errorPattern": lesson.errorPattern.model_dump(exclude_none=True),
+                "verificationSteps": [step.model_dump() for step in lesson.verificationSteps],
+                "metadata": {
+                    "severity": given.severity,
+                    "environment": given.environment.model_dump(exclude_none=True),
+                    "createdAt": _iso(given.createdAt) or now,
+                    "updatedAt": _iso(given.updatedAt) or _iso(given.createdAt) or now,
+                    "frequency": given.frequency,
+                    "successCount": successes,
+                    "successRate": rate,
+                    "recentSuccesses": float(successes),
+                    "recentAttempts": float(given.frequency),
+                },
+            }
+            self.store.commit({LESSONS: Changes(upserts=[record])})
+        return lesson_of(record)
+
+    def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:
+        with self.store.writing():
+            record = self._lesson_record(report.lessonName)
+            meta = _metadata(record)
+            meta["frequency"] += 1
+            meta["successCount"] += int(report.success)
+            meta["successRate"] = meta["successCount"] / meta["frequency"]
+            meta["recentSuccesses"] = meta["recentSuccesses"] * RECENCY_DECAY + int(report.success)
+            meta["recentAttempts"] = meta["recentAttempts"] * RECENCY_DECAY + 1
+            meta["updatedAt"] = utc_now()
+            updated = {**record, "metadata": meta}
+            self.store.commit({LESSONS: Changes(upserts=[updated])})
+        return UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
+
+    # -- reads -------------------------------------------------------------------------------------------
+    def find_similar_errors(self, pattern: ErrorQuery, limit: int = 5) -> SimilarErrors:
+        with self.store.reading():
+            index = self.index
+            query = index.prepare(query_of(pattern.message))
+            extra = " ".join(filter(None, [pattern.context, pattern.stackTrace or ""]))
+            context = index.prepare(query_of(extra)) if extra.strip() else None
+            scored: list[tuple[float, float, str]] = []
+            for name in index.candidates([query], fuzzy=True):
+                lesson = index.lessons[name]
+                score = index.match(query, lesson, pattern.type)
+                if context is not None and context.known_mass:
+                    explained = sum(w for word, w in (context.known or {}).items() if word in lesson.all_evidence)
+                    score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained / context.known_mass
+                if score >= FIND_THRESHOLD:
+                    scored.append((score, statistic_of(self.graph.state.entities[name]), name))
+            scored.sort(key=lambda item: (-round(item[0], 4), -item[1], item[2]))
+            scored = [item for item in scored if item[0] >= RELATIVE_CUTOFF * scored[0][0]] if scored else []
+            matches = [
+                LessonMatch(
+                    name=name,
+                    score=round(score, 4),
+                    successStatistic=round(statistic, 4),
+                    lesson=lesson_of(self.graph.state.entities[name]),
+                )
+                for score, statistic, name in scored[:limit]
+            ]
+        return SimilarErrors(matches=matches, signature=query.shape)
+
+    def get_lesson_recommendations(self, context: str, limit: int = 5) -> Recommendations:
+        if len(context) > MAX_CONTEXT_CHARS:
+            raise InvalidInputError(
+                f"context is {len(context):,} characters; the most accepted is {MAX_CONTEXT_CHARS:,} (1 MB). "
+                "Pass the end of the log, where the error is."
+            )
+        if not context.strip():
+            raise InvalidInputError("context is empty; pass the error output or a description of the problem")
+        lines = error_lines(context)
+        log_words = evidence_words(context)
+        with self.store.reading():
+            index = self.index
+            queries = [index.prepare(query_of(line)) for line in lines]
+            log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
+            results: list[Recommendation] = []
+            for name in index.candidates([*queries, log_query], fuzzy=False):
+                lesson = index.lessons[name]
+                best_line, best = "", 0.0
+                for query in queries:
+                    score = index.match(query, lesson)
+                    if score > best:
+                        best, best_line = score, query.text
+                relevance = (1 - LOG_COVERAGE_WEIGHT) * best + LOG_COVERAGE_WEIGHT * index.coverage(
+                    log_query, lesson.message_evidence
+                )
+                if relevance < RECOMMEND_THRESHOLD:
+                    continue
+                record = self.graph.state.entities[name]
+                statistic = statistic_of(record)
+                results.append(
+                    Recommendation(
+                        name=name,
+                        score=round(combined_score(relevance, statistic), 4),
+                        relevance=round(relevance, 4),
+                        successStatistic=round(statistic, 4),
+                        matchedLine=best_line[:500],
+                        lesson=lesson_of(record),
+                    )
+                )
+            results.sort(key=lambda r: (-r.score, -r.relevance, r.name))
+            results = [r for r in results if r.score >= RELATIVE_CUTOFF * results[0].score] if results else []
+        return Recommendations(recommendations=results[:limit], errorLines=[line[:300] for line in lines[:20]])
