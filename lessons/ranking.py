@@ -29,6 +29,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any
 
 from rapidfuzz import fuzz, process
@@ -241,7 +242,9 @@ def error_lines(log: str) -> list[str]:
     seen: set[str] = set()
     # The last errors in a log are usually the ones that matter; keep those when there are too many.
     for i in reversed(hits):
-        for window in (lines[i], " ".join(lines[i : i + 2]), " ".join(lines[i : i + 3])):
+        following = list(takewhile(lambda line: not WRAPPER.search(line), lines[i + 1 : i + 3]))
+        for size in range(len(following) + 1):
+            window = " ".join([lines[i], *following[:size]])
             key = shape(window)
             if key not in seen:
                 seen.add(key)

@@ -121,7 +121,8 @@ class LessonService:
         other = self.graph.state.entities.get(name)
         if other is not None:
             raise NotFoundError(
-                f'"{name}" is an entity of type "{other["entityType"]}", not a lesson; lessons are made with create_lesson'
+                f'"{name}" is an entity of type "{other["entityType"]}", not a lesson; '
+                "lessons are made with create_lesson"
             )
         names = list(self.index.lessons)
         best = process.extractOne(name, names, scorer=fuzz.WRatio, score_cutoff=80) if names else None

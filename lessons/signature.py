@@ -19,9 +19,14 @@ from dataclasses import dataclass
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 TIMESTAMP = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}[T _]\d{2}[:_]\d{2}(?:[:_]\d{2}(?:[.,_]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
+    r"\b\d{4}-\d{2}-\d{2}[T _]\d{2}[:_]\d{2}(?:[:_]\d{2}(?:[.,_]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
+    r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
 )
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>`]+", re.IGNORECASE)
+ADDRESS = re.compile(
+    r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"  # IPv4, with a port
+    r"|(?<![\w:])\[?(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\]?(?::\d+)?"  # IPv6 (::1, :::3000, [::1]:80)
+)
 HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{7,40}\b")
 # A path: something with a slash or backslash between name characters, or a bare file name with an extension.
 PATH = re.compile(
@@ -132,7 +137,7 @@ def _generalize_quote(match: re.Match[str]) -> str:
 def evidence_words(text: str) -> frozenset[str]:
     """Lower-cased words of the text (dotted names also split into their parts), minus noise words."""
     text = strip_ansi(text)
-    text = HEX.sub(" ", URL.sub(" ", UUID.sub(" ", TIMESTAMP.sub(" ", text))))
+    text = HEX.sub(" ", ADDRESS.sub(" ", URL.sub(" ", UUID.sub(" ", TIMESTAMP.sub(" ", text)))))
     # A path's folders are where it happened to run; its file name (Makefile, package.json) may matter.
     text = PATH.sub(lambda m: " " + re.split(r"[\\/]", m.group(0).rstrip("\\/"))[-1] + " ", text)
     words: set[str] = set()
@@ -151,6 +156,7 @@ def shape(text: str) -> str:
     text = UUID.sub(" <uuid> ", text)
     text = TIMESTAMP.sub(" <time> ", text)
     text = URL.sub(" <url> ", text)
+    text = ADDRESS.sub(" <addr> ", text)
     text = POSITION.sub(" <pos> ", text)
     text = QUOTED.sub(_generalize_quote, text)
     text = PATH.sub(" <path> ", text)

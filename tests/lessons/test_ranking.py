@@ -1,0 +1,74 @@
+"""Ranking pieces: the success statistic, error-line extraction, and identifier-sensitive matching."""
+
+from __future__ import annotations
+
+from lessons.ranking import (
+    RECENCY_DECAY,
+    LessonIndex,
+    combined_score,
+    error_lines,
+    query_of,
+    success_statistic,
+)
+
+
+def test_a_lucky_one_for_one_does_not_beat_a_proven_record() -> None:
+    lucky, proven, new = success_statistic(1, 1), success_statistic(95, 100), success_statistic(0, 0)
+    assert new == 0.5
+    assert lucky < proven
+    assert combined_score(0.9, lucky) < combined_score(0.9, proven)
+    # a new lesson that matches exactly is not buried by a proven but weakly related one
+    assert combined_score(1.0, new) > combined_score(0.6, success_statistic(100, 100))
+
+
+def test_recent_outcomes_weigh_more() -> None:
+    successes = attempts = 0.0
+    for outcome in [True] * 20 + [False] * 5:
+        successes = successes * RECENCY_DECAY + outcome
+        attempts = attempts * RECENCY_DECAY + 1
+    assert success_statistic(successes, attempts) < success_statistic(20, 25)
+
+
+def test_error_lines_skip_ci_wrappers_and_keep_the_error() -> None:
+    log = "\n".join(
+        [
+            "$ python3 job.py",
+            "Traceback (most recent call last):",
+            '  File "/srv/app/job.py", line 3, in <module>',
+            "KeyError: 'region'",
+            "Error: Process completed with exit code 1.",
+        ]
+    )
+    lines = error_lines(log)
+    assert "KeyError: 'region'" in lines
+    assert not any("exit code" in line for line in lines)
+
+
+def lesson(name: str, message: str, observations: list[str]) -> dict:
+    return {
+        "type": "entity",
+        "name": name,
+        "entityType": "lesson",
+        "observations": observations,
+        "errorPattern": {"type": "runtime", "message": message, "context": ""},
+        "verificationSteps": [],
+    }
+
+
+def test_a_quoted_builtin_the_lesson_explains_is_evidence_but_a_user_name_is_not() -> None:
+    index = LessonIndex()
+    index.put(lesson("TYPO", "NameError: name 'recieve' is not defined", ["A misspelled variable or function."]))
+    index.put(
+        lesson(
+            "PY2_PRINT",
+            "NameError: name 'unicode' is not defined",
+            ["Python 2 code run on Python 3: unicode was renamed to str."],
+        )
+    )
+
+    def best(message: str) -> str:
+        query = index.prepare(query_of(message))
+        return max(index.lessons.values(), key=lambda item: index.match(query, item, "runtime")).name
+
+    assert best("NameError: name 'unicode' is not defined") == "PY2_PRINT"
+    assert best("NameError: name 'totl' is not defined") == "TYPO"

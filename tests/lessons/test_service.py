@@ -1,0 +1,248 @@
+"""The lesson tools through MCP, and a regression test for each failure of the fork we replace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from memory_graph.config import Settings
+from memory_graph.server import build_app
+
+pytestmark = pytest.mark.anyio
+
+PIP = {
+    "name": "PIP_NO_MATCHING_DIST",
+    "errorPattern": {
+        "type": "dependency",
+        "message": "ERROR: No matching distribution found for reqeusts",
+        "context": "adding an HTTP client library",
+    },
+    "observations": ["Misspelled project name or a pin that was never published.", "Fix: check the name."],
+    "verificationSteps": [
+        {"command": "pip index versions requests", "expectedOutput": "versions", "successIndicators": ["Available"]}
+    ],
+    "metadata": {"severity": "medium", "environment": {"os": "linux", "pythonVersion": "3.11", "shell": "bash"}},
+}
+PORT = {
+    "name": "NODE_EADDRINUSE",
+    "errorPattern": {
+        "type": "network",
+        "message": "Error: listen EADDRINUSE: address already in use :::3000",
+        "context": "starting the dev server",
+    },
+    "observations": ["Another process already listens on the port.", "Fix: stop it (lsof -i :3000) or use PORT=3001."],
+}
+
+
+TEXT_IS_STRUCTURED = {"create_lesson", "find_similar_errors", "update_lesson_success", "get_lesson_recommendations"}
+
+
+def settings_for(folder: Path) -> Settings:
+    return Settings.from_env({"MEMORY_FILE_PATH": str(folder / "memory.json"), "MEMORY_SHARD_LINES": "2"}, cwd=folder)
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    if tool in TEXT_IS_STRUCTURED:
+        assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+async def error_of(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return result.content[0].text
+
+
+@pytest.fixture
+async def client(tmp_path: Path):
+    async with Client(build_app(settings_for(tmp_path)).server) as connected:
+        yield connected
+
+
+async def test_create_lesson_validates_defaults_and_keeps_history(client: Client) -> None:
+    stored = await call(
+        client, "create_lesson", lesson={**PIP, "metadata": {**PIP["metadata"], "frequency": 20, "successRate": 0.9}}
+    )
+    assert stored["entityType"] == "lesson"
+    meta = stored["metadata"]
+    assert (meta["frequency"], meta["successCount"], meta["successRate"]) == (20, 18, 0.9)
+    assert meta["createdAt"].endswith("Z") and meta["createdAt"] == meta["updatedAt"]
+    assert meta["environment"] == {"os": "linux", "pythonVersion": "3.11", "shell": "bash"}
+    assert stored["verificationSteps"][0]["command"] == "pip index versions requests"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"errorPattern": {"type": "x", "message": "", "context": ""}}, "message"),
+        ({"errorPattern": {"type": "x", "message": "   ", "context": ""}}, "message"),
+        ({"entityType": "person"}, "entityType"),
+        ({"metadata": {"severity": "urgent"}}, "severity"),
+        ({"metadata": {"frequency": -1}}, "frequency"),
+        ({"metadata": {"successRate": 1.5, "frequency": 2}}, "successRate"),
+        ({"verificationSteps": [{"expectedOutput": "x"}]}, "command"),
+        ({"name": ""}, "name"),
+    ],
+)
+async def test_bad_lessons_are_refused_naming_the_field(
+    client: Client, tmp_path: Path, change: dict, field: str
+) -> None:
+    text = await error_of(client, "create_lesson", lesson={**PIP, **change})
+    assert field in text
+    assert not list(tmp_path.glob("lesson*.json"))
+
+
+async def test_names_are_unique_across_entities_and_lessons(client: Client) -> None:
+    await call(
+        client, "create_entities", entities=[{"name": "NODE_EADDRINUSE", "entityType": "note", "observations": []}]
+    )
+    text = await error_of(client, "create_lesson", lesson=PORT)
+    assert "already used" in text and "delete_entities" in text
+    await call(client, "create_lesson", lesson=PIP)
+    created = await call(
+        client, "create_entities", entities=[{"name": "PIP_NO_MATCHING_DIST", "entityType": "x", "observations": []}]
+    )
+    assert created["entities"] == []
+
+
+async def test_lessons_are_graph_entities(client: Client, tmp_path: Path) -> None:
+    await call(client, "create_lesson", lesson=PIP)
+    await call(
+        client, "create_entities", entities=[{"name": "api-project", "entityType": "project", "observations": []}]
+    )
+    await call(
+        client,
+        "create_relations",
+        relations=[{"from": "api-project", "to": "PIP_NO_MATCHING_DIST", "relationType": "hit"}],
+    )
+    graph = await call(client, "read_graph")
+    lesson_view = {"name": "PIP_NO_MATCHING_DIST", "entityType": "lesson", "observations": PIP["observations"]}
+    assert lesson_view in graph["entities"]
+    assert (await call(client, "search_nodes", query="matching distribution"))["entities"] == [lesson_view]
+    assert (await call(client, "open_nodes", names=["PIP_NO_MATCHING_DIST"]))["relations"] == [
+        {"from": "api-project", "to": "PIP_NO_MATCHING_DIST", "relationType": "hit"}
+    ]
+    await call(
+        client,
+        "add_observations",
+        observations=[{"entityName": "PIP_NO_MATCHING_DIST", "contents": ["Also: --no-index"]}],
+    )
+    found = await call(
+        client,
+        "find_similar_errors",
+        errorPattern={"type": "dependency", "message": "ERROR: No matching distribution found for djnago"},
+    )
+    assert found["matches"][0]["lesson"]["observations"][-1] == "Also: --no-index"
+    assert found["matches"][0]["lesson"]["verificationSteps"] == PIP["verificationSteps"]
+    await call(client, "delete_entities", entityNames=["PIP_NO_MATCHING_DIST"])
+    assert (await call(client, "read_graph"))["relations"] == []
+    assert (
+        await call(
+            client,
+            "find_similar_errors",
+            errorPattern={"type": "dependency", "message": PIP["errorPattern"]["message"]},
+        )
+    )["matches"] == []
+    assert not any("PIP_NO_MATCHING_DIST" in p.read_text() for p in tmp_path.glob("lesson*.json"))
+
+
+async def test_find_similar_errors_ranks_and_leaves_unrelated_out(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PIP)
+    await call(client, "create_lesson", lesson=PORT)
+    found = await call(
+        client,
+        "find_similar_errors",
+        errorPattern={
+            "type": "network",
+            "message": "2026-11-29 10:00:01 [app] Error: listen EADDRINUSE: address already in use 127.0.0.1:8080",
+            "context": "npm start",
+        },
+    )
+    assert [m["name"] for m in found["matches"]] == ["NODE_EADDRINUSE"]
+    assert 0.5 < found["matches"][0]["score"] <= 1.0
+    unrelated = await call(
+        client, "find_similar_errors", errorPattern={"type": "runtime", "message": "Segmentation fault (core dumped)"}
+    )
+    assert unrelated["matches"] == []
+    text = await error_of(client, "find_similar_errors", errorPattern={"type": "x", "message": ""})
+    assert "message" in text
+
+
+async def test_update_lesson_success_needs_a_real_boolean(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PIP)
+    for fake in ("false", "true", 0, None):
+        text = await error_of(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIST", success=fake)
+        assert "success" in text
+    first = await call(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIST", success=False)
+    second = await call(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIST", success=True)
+    meta = second["lesson"]["metadata"]
+    assert (meta["frequency"], meta["successCount"], meta["successRate"]) == (2, 1, 0.5)
+    assert first["lesson"]["metadata"]["successRate"] == 0.0
+    assert meta["updatedAt"] >= meta["createdAt"]
+    text = await error_of(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIS", success=True)
+    assert 'Did you mean "PIP_NO_MATCHING_DIST"' in text
+
+
+async def test_recommendations_read_a_raw_log_and_prefer_proven_lessons(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PORT)
+    await call(client, "create_lesson", lesson={**PORT, "name": "PORT_PROVEN"})
+    for _ in range(20):
+        await call(client, "update_lesson_success", lessonName="PORT_PROVEN", success=True)
+    await call(client, "update_lesson_success", lessonName="NODE_EADDRINUSE", success=True)
+    log = "\n".join(
+        [
+            "$ npm run dev",
+            "> app@1.0.0 dev",
+            "> node server.js",
+            "node:events:497",
+            "      throw er;",
+            "Error: listen EADDRINUSE: address already in use :::5173",
+            "    at Server.setupListenHandle",
+            "Node.js v20.20.2",
+        ]
+    )
+    result = await call(client, "get_lesson_recommendations", context=log)
+    names = [r["name"] for r in result["recommendations"]]
+    assert names == ["PORT_PROVEN", "NODE_EADDRINUSE"]
+    top = result["recommendations"][0]
+    assert top["relevance"] > 0.8 and "EADDRINUSE" in top["matchedLine"]
+    assert top["score"] == pytest.approx(top["relevance"] * (0.7 + 0.3 * top["successStatistic"]), abs=1e-3)
+    assert (await call(client, "get_lesson_recommendations", context="all good, nothing failed"))[
+        "recommendations"
+    ] == []
+
+
+# -- the fork's failures -------------------------------------------------------------------------------------
+async def test_a_missing_lesson_file_never_empties_the_graph(tmp_path: Path) -> None:
+    async with Client(build_app(settings_for(tmp_path)).server) as client:
+        await call(
+            client, "create_entities", entities=[{"name": "Alice", "entityType": "person", "observations": ["x"]}]
+        )
+    assert not (tmp_path / "lesson.json").exists()
+    async with Client(build_app(settings_for(tmp_path)).server) as client:
+        assert [e["name"] for e in (await call(client, "read_graph"))["entities"]] == ["Alice"]
+        await call(client, "create_lesson", lesson=PIP)
+        assert {e["name"] for e in (await call(client, "read_graph"))["entities"]} == {"Alice", "PIP_NO_MATCHING_DIST"}
+
+
+async def test_restart_keeps_the_last_write_and_sharding_neither_duplicates_nor_resurrects(tmp_path: Path) -> None:
+    async with Client(build_app(settings_for(tmp_path)).server) as client:
+        for i in range(5):
+            await call(client, "create_lesson", lesson={**PORT, "name": f"L{i}"})
+        await call(client, "delete_entities", entityNames=["L1", "L3"])
+        await call(client, "update_lesson_success", lessonName="L4", success=True)
+    lines = [line for p in tmp_path.glob("lesson*.json") for line in p.read_text(encoding="utf-8").splitlines()]
+    assert sorted(json.loads(line)["name"] for line in lines) == ["L0", "L2", "L4"]
+    assert all(p.read_text(encoding="utf-8").count("\n") <= 2 for p in tmp_path.glob("lesson*.json"))
+    async with Client(build_app(settings_for(tmp_path)).server) as client:
+        found = await call(client, "find_similar_errors", errorPattern=PORT["errorPattern"], limit=10)
+        assert sorted(m["name"] for m in found["matches"]) == ["L0", "L2", "L4"]
+        l4 = next(m for m in found["matches"] if m["name"] == "L4")
+        assert l4["lesson"]["metadata"]["frequency"] == 1
+        assert found["matches"][0]["name"] == "L4"  # equal scores: the one with a success ranks first
