@@ -46,7 +46,7 @@ FIND_THRESHOLD = 0.48
 RECOMMEND_THRESHOLD = 0.38
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
 CANDIDATES = 48
-MAX_ERROR_LINES = 60
+MAX_ERROR_LINES = 24
 
 # Lines that announce an error (a generous net; the scoring decides).
 ERROR_HINT = re.compile(
@@ -77,6 +77,7 @@ class IndexedLesson:
     name: str
     type: str
     shape: str
+    sorted_shape: str  # the shape's words sorted: ratio() of two of these is token_sort_ratio, without re-sorting
     message_evidence: frozenset[str]
     all_evidence: frozenset[str]
 
@@ -113,9 +114,14 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         name=record["name"],
         type=str(pattern.get("type") or "").strip().lower(),
         shape=shape(message),
+        sorted_shape=sort_words(shape(message)),
         message_evidence=evidence_words(message) - incidental,
         all_evidence=evidence_words(lesson_text(record)),
     )
+
+
+def sort_words(text: str) -> str:
+    return " ".join(sorted(text.split()))
 
 
 @dataclass
@@ -127,6 +133,10 @@ class Query:
     text: str
     known: dict[str, float] | None = None  # word -> idf, for words some lesson has
     known_mass: float = 0.0
+    sorted_shape: str = ""
+
+    def __post_init__(self) -> None:
+        self.sorted_shape = sort_words(self.shape)
 
 
 def query_of(text: str) -> Query:
@@ -140,7 +150,10 @@ class LessonIndex:
         self.lessons: dict[str, IndexedLesson] = {}
         self._document_frequency: Counter[str] = Counter()
         self._holders: dict[str, set[str]] = {}
-        self._shapes: dict[str, str] = {}
+        self._sorted_shapes: dict[str, str] = {}
+        # Rarity changes whenever a lesson comes or goes; between changes it is computed once per word.
+        self._idf: dict[str, float] = {}
+        self._message_mass: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self.lessons)
@@ -149,7 +162,9 @@ class LessonIndex:
         self.remove(record["name"])
         indexed = index_record(record)
         self.lessons[indexed.name] = indexed
-        self._shapes[indexed.name] = indexed.shape
+        self._sorted_shapes[indexed.name] = indexed.sorted_shape
+        self._idf.clear()
+        self._message_mass.clear()
         for word in indexed.all_evidence:
             self._document_frequency[word] += 1
             self._holders.setdefault(word, set()).add(indexed.name)
@@ -158,7 +173,9 @@ class LessonIndex:
         old = self.lessons.pop(name, None)
         if old is None:
             return
-        del self._shapes[name]
+        del self._sorted_shapes[name]
+        self._idf.clear()
+        self._message_mass.clear()
         for word in old.all_evidence:
             self._document_frequency[word] -= 1
             if self._document_frequency[word] <= 0:
@@ -168,7 +185,17 @@ class LessonIndex:
                 self._holders[word].discard(name)
 
     def idf(self, word: str) -> float:
-        return math.log((len(self.lessons) + 1) / (self._document_frequency.get(word, 0) + 0.5))
+        value = self._idf.get(word)
+        if value is None:
+            value = math.log((len(self.lessons) + 1) / (self._document_frequency.get(word, 0) + 0.5))
+            self._idf[word] = value
+        return value
+
+    def message_mass(self, lesson: IndexedLesson) -> float:
+        value = self._message_mass.get(lesson.name)
+        if value is None:
+            value = self._message_mass[lesson.name] = sum(self.idf(w) for w in lesson.message_evidence)
+        return value
 
     # -- candidates ----------------------------------------------------------------------------------------
     def candidates(self, queries: Iterable[Query], fuzzy: bool) -> list[str]:
@@ -187,7 +214,7 @@ class LessonIndex:
                         weights[name] += weight
             if fuzzy:
                 for _, _, name in process.extract(
-                    query.shape, self._shapes, scorer=fuzz.token_sort_ratio, limit=CANDIDATES // 2
+                    query.sorted_shape, self._sorted_shapes, scorer=fuzz.ratio, limit=CANDIDATES // 2
                 ):
                     picked.add(name)
         picked.update(name for name, _ in weights.most_common(CANDIDATES))
@@ -199,36 +226,51 @@ class LessonIndex:
         query.known_mass = sum(query.known.values())
         return query
 
-    def coverage(self, query: Query, words: frozenset[str]) -> float:
-        """Rarity-weighted share of `words` (a lesson's) that the query has."""
-        mass = sum(self.idf(w) for w in words)
+    def message_coverage(self, query: Query, lesson: IndexedLesson) -> float:
+        """Rarity-weighted share of the lesson message's evidence that the query has."""
+        mass = self.message_mass(lesson)
         if not mass or query.known is None:
             return 0.0
-        return sum(weight for w, weight in query.known.items() if w in words) / mass
+        return sum(weight for w, weight in query.known.items() if w in lesson.message_evidence) / mass
 
-    def match(self, query: Query, lesson: IndexedLesson, query_type: str = "") -> float:
+    def _partial_free(self, query: Query, lesson: IndexedLesson) -> tuple[float, float, float]:
+        """(score without the partial term, the partial term's weight cap, the sorted ratio)."""
         if query.known is None:
             self.prepare(query)
         assert query.known is not None
+        sorted_ratio = fuzz.ratio(query.sorted_shape, lesson.sorted_shape) / 100
         short, long = sorted((len(query.shape), len(lesson.shape)))
-        sorted_ratio = fuzz.token_sort_ratio(query.shape, lesson.shape) / 100
-        if short > 8:
-            partial = fuzz.partial_ratio(query.shape, lesson.shape) / 100
-            partial *= 0.4 + 0.6 * math.sqrt(short / long)
-        else:
-            partial = sorted_ratio
-        lesson_coverage = self.coverage(query, lesson.message_evidence)
+        damping = 0.4 + 0.6 * math.sqrt(short / long) if short > 8 else 1.0
+        lesson_coverage = self.message_coverage(query, lesson)
         explained = sum(weight for w, weight in query.known.items() if w in lesson.all_evidence)
         query_coverage = explained / query.known_mass if query.known_mass else 0.0
-        score = (
-            W_SORT * sorted_ratio
-            + W_PARTIAL * partial
-            + W_LESSON_COVERAGE * lesson_coverage
-            + W_QUERY_COVERAGE * query_coverage
-        )
+        base = W_SORT * sorted_ratio + W_LESSON_COVERAGE * lesson_coverage + W_QUERY_COVERAGE * query_coverage
+        return base, W_PARTIAL * damping, sorted_ratio
+
+    def _partial(self, query: Query, lesson: IndexedLesson, cap: float, sorted_ratio: float) -> float:
+        if min(len(query.shape), len(lesson.shape)) <= 8:
+            return W_PARTIAL * sorted_ratio  # too short for a meaningful partial alignment
+        return cap * fuzz.partial_ratio(query.shape, lesson.shape) / 100
+
+    def match(self, query: Query, lesson: IndexedLesson, query_type: str = "") -> float:
+        base, cap, sorted_ratio = self._partial_free(query, lesson)
+        score = base + self._partial(query, lesson, cap, sorted_ratio)
         if query_type:
             return score + W_TYPE * (query_type.strip().lower() == lesson.type)
         return score / (1 - W_TYPE)
+
+    def best_match(self, queries: list[Query], lesson: IndexedLesson) -> tuple[float, Query | None]:
+        """The best-matching query (no type) for a lesson; skips the costly partial alignment where it
+        cannot change the winner."""
+        bounds = sorted(((*self._partial_free(q, lesson), q) for q in queries), key=lambda b: -(b[0] + b[1]))
+        best, winner = 0.0, None
+        for base, cap, sorted_ratio, query in bounds:
+            if base + cap <= best:
+                break
+            score = base + self._partial(query, lesson, cap, sorted_ratio)
+            if score > best:
+                best, winner = score, query
+        return best / (1 - W_TYPE), winner
 
 
 def error_lines(log: str) -> list[str]:

@@ -94,8 +94,12 @@ def lesson_of(record: dict[str, Any]) -> Lesson:
 
 
 def statistic_of(record: dict[str, Any]) -> float:
-    meta = _metadata(record)
-    return success_statistic(meta["recentSuccesses"], meta["recentAttempts"])
+    meta = record.get("metadata") or {}
+    frequency = float(meta.get("frequency") or 0)
+    successes = float(meta.get("successCount", round(float(meta.get("successRate") or 0) * frequency)) or 0)
+    return success_statistic(
+        float(meta.get("recentSuccesses", successes)), float(meta.get("recentAttempts", frequency))
+    )
 
 
 class LessonService:
@@ -229,31 +233,27 @@ class LessonService:
             index = self.index
             queries = [index.prepare(query_of(line)) for line in lines]
             log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
-            results: list[Recommendation] = []
-            for name in index.candidates([*queries, log_query], fuzzy=False):
+            ranked: list[tuple[float, float, float, str, str]] = []
+            for name in index.candidates(queries or [log_query], fuzzy=False):
                 lesson = index.lessons[name]
-                best_line, best = "", 0.0
-                for query in queries:
-                    score = index.match(query, lesson)
-                    if score > best:
-                        best, best_line = score, query.text
-                relevance = (1 - LOG_COVERAGE_WEIGHT) * best + LOG_COVERAGE_WEIGHT * index.coverage(
-                    log_query, lesson.message_evidence
+                best, winner = index.best_match(queries, lesson)
+                coverage = index.message_coverage(log_query, lesson)
+                relevance = (1 - LOG_COVERAGE_WEIGHT) * best + LOG_COVERAGE_WEIGHT * coverage
+                if relevance >= RECOMMEND_THRESHOLD:
+                    statistic = statistic_of(self.graph.state.entities[name])
+                    line = winner.text if winner is not None else ""
+                    ranked.append((combined_score(relevance, statistic), relevance, statistic, name, line))
+            ranked.sort(key=lambda r: (-round(r[0], 4), -r[1], r[3]))
+            ranked = [r for r in ranked if r[0] >= RELATIVE_CUTOFF * ranked[0][0]] if ranked else []
+            results = [
+                Recommendation(
+                    name=name,
+                    score=round(score, 4),
+                    relevance=round(relevance, 4),
+                    successStatistic=round(statistic, 4),
+                    matchedLine=line[:500],
+                    lesson=lesson_of(self.graph.state.entities[name]),
                 )
-                if relevance < RECOMMEND_THRESHOLD:
-                    continue
-                record = self.graph.state.entities[name]
-                statistic = statistic_of(record)
-                results.append(
-                    Recommendation(
-                        name=name,
-                        score=round(combined_score(relevance, statistic), 4),
-                        relevance=round(relevance, 4),
-                        successStatistic=round(statistic, 4),
-                        matchedLine=best_line[:500],
-                        lesson=lesson_of(record),
-                    )
-                )
-            results.sort(key=lambda r: (-r.score, -r.relevance, r.name))
-            results = [r for r in results if r.score >= RELATIVE_CUTOFF * results[0].score] if results else []
-        return Recommendations(recommendations=results[:limit], errorLines=[line[:300] for line in lines[:20]])
+                for score, relevance, statistic, name, line in ranked[:limit]
+            ]
+        return Recommendations(recommendations=results, errorLines=[line[:300] for line in lines[:20]])

@@ -228,6 +228,11 @@ class GraphService:
         return DeletionResult(success=True, message="Relations deleted successfully")
 
     # -- reads -------------------------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Build the search index now rather than on the first search (the server calls it after loading)."""
+        with self.store.reading():
+            self.state.index.matching("")
+
     def read_graph(self) -> KnowledgeGraph:
         with self.store.reading():
             state = self.state

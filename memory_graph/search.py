@@ -34,12 +34,11 @@ class SubstringIndex:
         self._words_of: dict[str, set[str]] = {}
         self._docs_with_word: dict[str, set[str]] = {}
         self._words_with_gram: dict[str, set[str]] = {}
+        # Word indexing is deferred to the first search: loading a 100k-entity graph should not pay for it.
+        self._unindexed: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._texts)
-
-    def text(self, name: str) -> str:
-        return self._texts[name]
 
     def put(self, name: str, fields: Iterable[str]) -> None:
         text = FIELD_SEPARATOR.join(fields).lower()
@@ -47,6 +46,14 @@ class SubstringIndex:
             return
         self.remove(name)
         self._texts[name] = text
+        self._unindexed.add(name)
+
+    def _index_pending(self) -> None:
+        for name in self._unindexed:
+            self._index_words(name, self._texts[name])
+        self._unindexed.clear()
+
+    def _index_words(self, name: str, text: str) -> None:
         words = set(WORD.findall(text))
         self._words_of[name] = words
         for word in words:
@@ -59,6 +66,9 @@ class SubstringIndex:
 
     def remove(self, name: str) -> None:
         if self._texts.pop(name, None) is None:
+            return
+        if name in self._unindexed:
+            self._unindexed.discard(name)
             return
         for word in self._words_of.pop(name):
             docs = self._docs_with_word[word]
@@ -87,6 +97,8 @@ class SubstringIndex:
 
     def matching(self, query: str) -> list[str]:
         """Names whose text contains the whole query, or (several words) every word of it; unordered."""
+        if self._unindexed:
+            self._index_pending()
         phrase = query.lower()
         words = phrase.split()
         pool = self._candidates(phrase)

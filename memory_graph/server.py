@@ -97,6 +97,7 @@ class App:
     def _load(self) -> None:
         try:
             self.store.open()
+            self.graph.warm_up()
         except MemoryGraphError as exc:
             log.error("could not load the memory: %s", exc)
 

@@ -110,28 +110,41 @@ class Collection:
         self.shard_lines = shard_lines
         self.shards: dict[int, Shard] = {}
         self.locations: dict[Key, list[int]] = {}
+        self._paths: dict[int, Path] = {}
+        self._main_name = main_path.name
         stem, suffix = main_path.stem, main_path.suffix
         self._stem, self._suffix = stem, suffix
         self._pattern = re.compile(rf"^{re.escape(stem)}-([1-9][0-9]*){re.escape(suffix)}$")
 
     def shard_path(self, index: int) -> Path:
-        if index == 0:
-            return self.main_path
-        return self.main_path.with_name(f"{self._stem}-{index}{self._suffix}")
+        path = self._paths.get(index)
+        if path is None:
+            name = self.main_path.name if index == 0 else f"{self._stem}-{index}{self._suffix}"
+            path = self._paths[index] = self.main_path.with_name(name)
+        return path
 
-    def discover(self) -> dict[int, Path]:
-        found: dict[int, Path] = {}
+    def discover(self) -> dict[int, Stamp]:
+        """The shards on disk and their (size, mtime, inode): one directory scan, one stat per shard."""
+        found: dict[int, Stamp] = {}
         try:
-            entries = os.listdir(self.main_path.parent)
+            entries = os.scandir(self.main_path.parent)
         except FileNotFoundError:
             return found
-        for entry in entries:
-            if entry == self.main_path.name:
-                found[0] = self.main_path
-            else:
-                match = self._pattern.match(entry)
-                if match:
-                    found[int(match.group(1))] = self.main_path.with_name(entry)
+        main_name = self._main_name
+        with entries:
+            for entry in entries:
+                if entry.name == main_name:
+                    index = 0
+                else:
+                    match = self._pattern.match(entry.name)
+                    if not match:
+                        continue
+                    index = int(match.group(1))
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue
+                found[index] = (st.st_size, st.st_mtime_ns, st.st_ino)
         return found
 
     def problems(self) -> list[LineProblem]:
@@ -270,8 +283,10 @@ class Store:
             raise StorageError(f"cannot finish the interrupted commit in {self.journal_path}: {exc}") from exc
         if recovered:
             log.warning("finished a commit interrupted by a crash: %d file(s)", len(recovered))
-        for collection in self.collections.values():
-            remove_stray_temps(collection.main_path.parent, collection.main_path.stem)
+        if startup or recovered:
+            # Only a crashed writer leaves temp files; sweeping them on every write would cost a directory scan.
+            for collection in self.collections.values():
+                remove_stray_temps(collection.main_path.parent, collection.main_path.stem)
         raw = self._read_stamp()
         generations = self._stamp_generations(raw)
         for collection in self.collections.values():
@@ -286,13 +301,13 @@ class Store:
         on_disk = collection.discover()
         changed: dict[int, ParsedFile | None] = {}
         for index in set(on_disk) | set(collection.shards):
-            path = collection.shard_path(index)
             known = collection.shards.get(index)
             if index not in on_disk:
                 changed[index] = None
                 continue
-            stamp = _stat(path)
-            generation = generations.get(str(path))
+            stamp = on_disk[index]
+            path = collection.shard_path(index)
+            generation = generations.get(str(path)) if generations else None
             if known is None or known.stamp != stamp or (generation is not None and generation != known.generation):
                 try:
                     changed[index] = read_shard_file(path)
@@ -311,8 +326,9 @@ class Store:
             parsed = changed[index]
             if parsed is not None:
                 affected.update(key for key, _, _ in parsed.records)
-        for key in affected:
-            before[key] = collection.primary_line(key)
+        if collection.locations:  # on a first load nothing was there before
+            for key in affected:
+                before[key] = collection.primary_line(key)
         fresh_records: dict[str, dict[str, Any]] = {}
         for index, parsed in changed.items():
             old = collection.shards.pop(index, None)
@@ -348,9 +364,9 @@ class Store:
             now = collection.primary_line(key)
             if now is None:
                 collection.locations.pop(key, None)
-                if before[key] is not None:
+                if before.get(key) is not None:
                     removed.append(key)
-            elif now != before[key]:
+            elif now != before.get(key):
                 changed_keys.add(key)
         # Listeners see records in file order, so a fresh load keeps the graph's insertion order.
         upserted: list[dict[str, Any]] = []
