@@ -51,13 +51,16 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     from memory_graph.server import build_app
 
     app = build_app(settings)
-    app.start_loading()
     if args.transport == "stdio":
+        app.start_loading()
         app.server.run()
         return 0
-    from memory_graph.http import run_http
+    from memory_graph.http import check_binding, run_http
 
-    return run_http(app, host=args.host or settings.host, port=args.port or settings.port)
+    host = args.host or settings.host
+    check_binding(host, settings.auth_token)
+    app.start_loading()
+    return run_http(app, host=host, port=args.port or settings.port)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, StrictBool
 
 from lessons.model import ErrorQuery, Lesson, LessonInput, Recommendations, SimilarErrors, SuccessReport, UpdatedLesson
 from lessons.service import MAX_CONTEXT_CHARS, LessonService
-from memory_graph import __version__
+from memory_graph import __version__, prompts
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
 from memory_graph.graph import LESSONS, MEMORY, GraphService
@@ -114,6 +114,7 @@ def build_app(settings: Settings) -> App:
         register_graph_tools(server, graph)
     if "lessons" in settings.toolsets:
         register_lesson_tools(server, lessons)
+    register_prompts_and_resources(server, graph)
     return App(settings=settings, store=store, graph=graph, lessons=lessons, server=server)
 
 
@@ -236,3 +237,31 @@ def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
         """Lessons that apply to a situation, ranked by relevance combined with a success statistic that needs
         real evidence (a lucky 1-for-1 does not beat a proven 95-for-100)."""
         return structured(lessons.get_lesson_recommendations(context, limit))
+
+
+def register_prompts_and_resources(server: MCPServer, graph: GraphService) -> None:
+    @server.prompt(name="personalization", title="Personalization (custom instructions)")
+    def personalization(
+        user_name: Annotated[str, Field(description="Who the assistant talks to")] = "default_user",
+    ) -> str:
+        """The official memory server's custom instructions: identify the user, retrieve memory first, watch for
+        identity, behaviours, preferences, goals and relationships, and store them as entities and relations."""
+        return prompts.personalization(user_name.strip() or "default_user")
+
+    @server.prompt(name="lesson-workflow", title="Lessons workflow")
+    def lesson_workflow(
+        error: Annotated[str, Field(description="Optional: the error at hand")] = "",
+    ) -> str:
+        """How to use lessons: find_similar_errors first on an error, create_lesson after a fix,
+        update_lesson_success after trying a lesson."""
+        return prompts.lesson_workflow(error)
+
+    @server.resource(
+        "memory://knowledge-graph",
+        name="knowledge-graph",
+        title="Knowledge Graph",
+        description="The full knowledge graph with all entities and relations",
+        mime_type="application/json",
+    )
+    def knowledge_graph() -> str:
+        return graph.read_graph().model_dump_json(by_alias=True, exclude_none=True)

@@ -171,3 +171,25 @@ async def test_relative_memory_path_resolves_against_the_working_directory(tmp_p
             entities=[{"name": "Alice", "entityType": "person", "observations": []}],
         )
     assert (tmp_path / "rel" / "memory.json").exists()
+
+
+async def test_prompts_and_the_graph_resource(client: Client) -> None:
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    assert {"personalization", "lesson-workflow"} <= prompts.keys()
+    default = await client.get_prompt("personalization", {})
+    text = default.messages[0].content.text
+    assert "interacting with default_user" in text and '"Remembering..."' in text and "3 degrees" in text
+    named = await client.get_prompt("personalization", {"user_name": "Ada"})
+    assert "interacting with Ada" in named.messages[0].content.text
+    workflow = (await client.get_prompt("lesson-workflow", {})).messages[0].content.text
+    assert (
+        workflow.index("find_similar_errors")
+        < workflow.index("create_lesson")
+        < workflow.index("update_lesson_success")
+    )
+    await call(client, "create_entities", entities=[{"name": "Alice", "entityType": "person", "observations": []}])
+    resources = (await client.list_resources()).resources
+    assert [str(r.uri) for r in resources] == ["memory://knowledge-graph"]
+    content = (await client.read_resource("memory://knowledge-graph")).contents[0]
+    assert content.mime_type == "application/json"
+    assert json.loads(content.text)["entities"] == [{"name": "Alice", "entityType": "person", "observations": []}]

@@ -1,0 +1,56 @@
+"""The texts served as MCP prompts: the reference's personalization instructions and the lessons workflow."""
+
+# ruff: noqa: E501  (the prompt keeps the reference's lines as they are)
+
+from __future__ import annotations
+
+PERSONALIZATION = """Follow these steps for each interaction:
+
+1. User Identification:
+   - You should assume that you are interacting with {user}
+   - If you have not identified {user}, proactively try to do so.
+
+2. Memory Retrieval:
+   - Always begin your chat by saying only "Remembering..." and retrieve all relevant information from your knowledge graph
+   - Always refer to your knowledge graph as your "memory"
+
+3. Memory
+   - While conversing with the user, be attentive to any new information that falls into these categories:
+     a) Basic Identity (age, gender, location, job title, education level, etc.)
+     b) Behaviors (interests, habits, etc.)
+     c) Preferences (communication style, preferred language, etc.)
+     d) Goals (goals, targets, aspirations, etc.)
+     e) Relationships (personal and professional relationships up to 3 degrees of separation)
+
+4. Memory Update:
+   - If any new information was gathered during the interaction, update your memory as follows:
+     a) Create entities for recurring organizations, people, and significant events
+     b) Connect them to the current entities using relations
+     c) Store facts about them as observations
+"""
+
+LESSON_WORKFLOW = """Use the lessons in your memory whenever you meet an error:
+
+1. When an error appears (a failing command, a stack trace, a test failure):
+   - First call find_similar_errors with its errorPattern {{type, message, context}}; if you have a whole
+     terminal log instead, call get_lesson_recommendations with it as the context.
+   - If a lesson matches, follow its observations and run its verificationSteps before trying anything new.
+
+2. After you fixed an error that had no lesson:
+   - Call create_lesson: errorPattern (type such as build/runtime/dependency/network/vcs, the key error line as
+     message, what was being done as context), observations (the cause, then the fix), verificationSteps (a
+     command that shows the fix worked and what it prints), metadata.severity and metadata.environment.
+
+3. After you tried a lesson:
+   - Call update_lesson_success with the lesson's name and success true or false (a JSON boolean), so lessons
+     that work rise and lessons that do not sink.
+{focus}"""
+
+
+def personalization(user: str) -> str:
+    return PERSONALIZATION.format(user=user)
+
+
+def lesson_workflow(error: str = "") -> str:
+    focus = f"\nThe error at hand:\n{error.strip()}\n" if error.strip() else ""
+    return LESSON_WORKFLOW.format(focus=focus)
