@@ -37,6 +37,26 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def complete_metadata(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored lesson's metadata with every field present (hand-edited or older records may lack some)."""
+    meta = dict(record.get("metadata") or {})
+    frequency = int(meta.get("frequency") or 0)
+    rate = float(meta.get("successRate") or 0.0)
+    successes = int(meta.get("successCount", round(rate * frequency)) or 0)
+    now = utc_now()
+    return {
+        "severity": meta.get("severity") or "medium",
+        "environment": meta.get("environment") or {},
+        "createdAt": meta.get("createdAt") or now,
+        "updatedAt": meta.get("updatedAt") or meta.get("createdAt") or now,
+        "frequency": frequency,
+        "successCount": successes,
+        "successRate": rate,
+        "recentSuccesses": float(meta.get("recentSuccesses", successes)),
+        "recentAttempts": float(meta.get("recentAttempts", frequency)),
+    }
+
+
 class ErrorPattern(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

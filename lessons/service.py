@@ -21,6 +21,7 @@ from lessons.model import (
     SimilarErrors,
     SuccessReport,
     UpdatedLesson,
+    complete_metadata,
     utc_now,
 )
 from lessons.ranking import (
@@ -54,26 +55,6 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def _metadata(record: dict[str, Any]) -> dict[str, Any]:
-    """A stored lesson's metadata with every field present (hand-edited or older records may lack some)."""
-    meta = dict(record.get("metadata") or {})
-    frequency = int(meta.get("frequency") or 0)
-    rate = float(meta.get("successRate") or 0.0)
-    successes = int(meta.get("successCount", round(rate * frequency)) or 0)
-    now = utc_now()
-    return {
-        "severity": meta.get("severity") or "medium",
-        "environment": meta.get("environment") or {},
-        "createdAt": meta.get("createdAt") or now,
-        "updatedAt": meta.get("updatedAt") or meta.get("createdAt") or now,
-        "frequency": frequency,
-        "successCount": successes,
-        "successRate": rate,
-        "recentSuccesses": float(meta.get("recentSuccesses", successes)),
-        "recentAttempts": float(meta.get("recentAttempts", frequency)),
-    }
-
-
 def lesson_of(record: dict[str, Any]) -> Lesson:
     pattern = record.get("errorPattern") or {}
     return Lesson.model_validate(
@@ -88,7 +69,7 @@ def lesson_of(record: dict[str, Any]) -> Lesson:
                 **({"stackTrace": pattern["stackTrace"]} if pattern.get("stackTrace") else {}),
             },
             "verificationSteps": record.get("verificationSteps") or [],
-            "metadata": _metadata(record),
+            "metadata": complete_metadata(record),
         }
     )
 
@@ -179,7 +160,7 @@ class LessonService:
     def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:
         with self.store.writing():
             record = self._lesson_record(report.lessonName)
-            meta = _metadata(record)
+            meta = complete_metadata(record)
             meta["frequency"] += 1
             meta["successCount"] += int(report.success)
             meta["successRate"] = meta["successCount"] / meta["frequency"]

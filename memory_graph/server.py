@@ -102,11 +102,12 @@ class App:
             log.error("could not load the memory: %s", exc)
 
 
+def build_store(settings: Settings) -> Store:
+    return Store({MEMORY: settings.memory_file, LESSONS: settings.lesson_file}, shard_lines=settings.shard_lines)
+
+
 def build_app(settings: Settings) -> App:
-    store = Store(
-        {MEMORY: settings.memory_file, LESSONS: settings.lesson_file},
-        shard_lines=settings.shard_lines,
-    )
+    store = build_store(settings)
     graph = GraphService(store, settings.max_response_chars)
     lessons = LessonService(store, graph)
     server = MCPServer("memory-graph", version=__version__, instructions=INSTRUCTIONS)

@@ -1,0 +1,176 @@
+"""The admin CLI as a user runs it: import, export, stats, check, repair."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(folder: Path, *args: str, shard_lines: int = 3) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "MEMORY_FILE_PATH": str(folder / "store" / "memory.json"),
+        "MEMORY_SHARD_LINES": str(shard_lines),
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "memory_graph", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def official_file(folder: Path) -> Path:
+    path = folder / "old" / "memory.jsonl"
+    path.parent.mkdir(parents=True)
+    lines = [
+        {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["likes tea"]},
+        {"type": "entity", "name": "Acme", "entityType": "organization", "observations": []},
+        {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["dupe"]},
+        {"type": "relation", "from": "Alice", "to": "Acme", "relationType": "works_at"},
+        {"type": "relation", "from": "Alice", "to": "Ghost", "relationType": "knows"},
+    ]
+    path.write_text(
+        "\n".join(json.dumps(x) for x in lines), encoding="utf-8"
+    )  # no trailing newline, like the reference
+    return path
+
+
+def fork_files(folder: Path) -> Path:
+    fork = folder / "fork"
+    fork.mkdir()
+    (fork / "memory.json").write_text(
+        json.dumps({"type": "entity", "name": "Bob", "entityType": "person", "observations": ["from the fork"]}) + "\n",
+        encoding="utf-8",
+    )
+    (fork / "memory-1.json").write_text(
+        json.dumps({"type": "entity", "name": "Carol", "entityType": "person", "observations": []})
+        + "\n"
+        + json.dumps({"type": "relation", "from": "Bob", "to": "Carol", "relationType": "knows"})
+        + "\n",
+        encoding="utf-8",
+    )
+    lesson = {
+        "type": "lesson",
+        "name": "PORT_IN_USE",
+        "entityType": "lesson",
+        "observations": ["kill the old server"],
+        "errorPattern": {"type": "network", "message": "Error: listen EADDRINUSE :::3000", "context": "dev"},
+        "verificationSteps": [],
+        "metadata": {"severity": "high", "frequency": 4, "successRate": 0.75},
+    }
+    (fork / "lesson.json").write_text(json.dumps(lesson) + "\n", encoding="utf-8")
+    (fork / "file_registry.json").write_text(
+        json.dumps({"memory": ["memory.json", "memory-1.json"], "lesson": ["lesson.json"]}), encoding="utf-8"
+    )
+    return fork
+
+
+def test_import_merges_official_and_fork_files_and_skips_duplicates(tmp_path: Path) -> None:
+    official = official_file(tmp_path)
+    fork = fork_files(tmp_path)
+    first = run(tmp_path, "import", str(official), str(fork / "memory.json"))
+    assert first.returncode == 0, first.stderr
+    assert "imported 4 entities, 2 relations, 1 lessons" in first.stdout
+    assert "skipped 1 duplicates and 1 relations whose ends do not exist" in first.stdout
+    again = run(tmp_path, "import", str(official), str(fork))
+    assert "imported 0 entities, 0 relations, 0 lessons" in again.stdout
+    stats = json.loads(run(tmp_path, "stats").stdout)
+    assert stats["memory"]["entities"] == 4 and stats["memory"]["relations"] == 2
+    assert stats["lesson"]["entities"] == 1
+    assert all(s["lines"] <= 3 for s in stats["memory"]["shards"])
+    exported = run(tmp_path, "export", "--format", "json").stdout
+    lessons = json.loads(exported)["lessons"]
+    assert lessons[0]["metadata"]["frequency"] == 4 and lessons[0]["metadata"]["successCount"] == 3
+    assert run(tmp_path, "check").returncode == 0
+
+
+def test_export_formats(tmp_path: Path) -> None:
+    run(tmp_path, "import", str(official_file(tmp_path)), str(fork_files(tmp_path)))
+    jsonl = run(tmp_path, "export").stdout.splitlines()
+    records = [json.loads(line) for line in jsonl]
+    assert [r["type"] for r in records].count("relation") == 2
+    assert {r["name"] for r in records if r["type"] == "entity"} == {"Alice", "Acme", "Bob", "Carol", "PORT_IN_USE"}
+    mermaid = run(tmp_path, "export", "--format", "mermaid").stdout
+    assert mermaid.startswith("graph LR") and "works_at" in mermaid and "class " in mermaid and "lesson" in mermaid
+    dot = run(tmp_path, "export", "--format", "dot").stdout
+    assert dot.startswith("digraph memory {") and "shape=note" in dot and '"knows"' in dot
+    out = tmp_path / "graph.dot"
+    assert run(tmp_path, "export", "--format", "dot", "--output", str(out)).returncode == 0
+    assert out.read_text(encoding="utf-8") == dot
+
+
+def test_check_finds_each_kind_of_problem_and_repair_keeps_every_byte(tmp_path: Path) -> None:
+    run(tmp_path, "import", str(official_file(tmp_path)), str(fork_files(tmp_path)))
+    store = tmp_path / "store"
+    first = store / "memory.json"
+    lines = first.read_bytes().split(b"\n")
+    bad = b'{"type":"entity","name":"Broken", \xff'
+    lines.insert(1, bad)
+    first.write_bytes(b"\n".join(lines))
+    second = store / "memory-1.json"
+    duplicate = first.read_bytes().split(b"\n")[0]
+    second.write_bytes(second.read_bytes() + duplicate + b"\n")
+    (store / "memory.json.journal").write_text("{not json", encoding="utf-8")
+
+    checked = run(tmp_path, "check")
+    assert checked.returncode == 1
+    assert f"{first}:2:" in checked.stdout
+    assert "stored in 2 shards" in checked.stdout
+    assert "journal" in checked.stdout
+
+    repaired = run(tmp_path, "repair")
+    assert repaired.returncode == 0, repaired.stderr
+    side_files = list(store.glob("memory.json.rejected-*")) + list(store.glob("memory-1.json.rejected-*"))
+    kept = b"".join(p.read_bytes() for p in side_files)
+    assert bad in kept and duplicate in kept
+    assert list(store.glob("memory.json.journal.unreadable-*"))
+    assert run(tmp_path, "check").returncode == 0
+    names = {json.loads(line)["name"] for line in run(tmp_path, "export").stdout.splitlines() if '"entity"' in line}
+    assert names == {"Alice", "Acme", "Bob", "Carol", "PORT_IN_USE"}
+
+
+def test_import_of_a_missing_path_says_so(tmp_path: Path) -> None:
+    result = run(tmp_path, "import", str(tmp_path / "nope.jsonl"))
+    assert result.returncode == 1 and "nothing to import" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_official_server_reads_our_export(tmp_path: Path) -> None:
+    reference = ROOT / ".ci" / "reference" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist"
+    if not (reference / "index.js").exists():
+        pytest.skip("the reference server is not installed (.ci/run installs it with npm)")
+    run(tmp_path, "import", str(official_file(tmp_path)), str(fork_files(tmp_path)))
+    exported = tmp_path / "exported.jsonl"
+    run(tmp_path, "export", "--output", str(exported))
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_graph", "arguments": {}}},
+    ]
+    result = subprocess.run(
+        ["node", str(reference / "index.js")],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        env={**os.environ, "MEMORY_FILE_PATH": str(exported)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    answers = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    graph = next(a for a in answers if a.get("id") == 2)["result"]["structuredContent"]
+    assert {e["name"] for e in graph["entities"]} == {"Alice", "Acme", "Bob", "Carol", "PORT_IN_USE"}
+    assert len(graph["relations"]) == 2
