@@ -1,0 +1,36 @@
+# memory-graph for Claude Desktop and other stdio clients:
+#   docker build -t memory-graph .
+#   docker run -i --rm -v claude-memory:/data memory-graph
+# Offline builds (no package index reachable): make wheels first, then
+#   pip wheel . -w wheelhouse
+#   docker build --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS=/wheelhouse -t memory-graph .
+FROM docker.io/library/python:3.12-slim AS build
+ARG PIP_NO_INDEX=""
+ARG PIP_FIND_LINKS=""
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+COPY . /src
+# The code lives in /opt/memory-graph, never in the data volume: an old volume cannot shadow a new image.
+RUN set -eu; \
+    if [ -z "$PIP_NO_INDEX" ]; then unset PIP_NO_INDEX; fi; \
+    if [ -z "$PIP_FIND_LINKS" ]; then unset PIP_FIND_LINKS; fi; \
+    if [ -d /src/wheelhouse ]; then cp -r /src/wheelhouse /wheelhouse; fi; \
+    python -m venv /opt/memory-graph; \
+    if ls /wheelhouse/memory_graph-*.whl >/dev/null 2>&1; then \
+        /opt/memory-graph/bin/pip install /wheelhouse/memory_graph-*.whl; \
+    else \
+        /opt/memory-graph/bin/pip install /src; \
+    fi
+
+FROM docker.io/library/python:3.12-slim
+COPY --from=build /opt/memory-graph /opt/memory-graph
+RUN groupadd --gid 10001 memory \
+    && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin memory \
+    && mkdir /data \
+    && chown 10001:10001 /data
+ENV PATH=/opt/memory-graph/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    MEMORY_FILE_PATH=/data/memory.json
+USER 10001:10001
+VOLUME /data
+ENTRYPOINT ["memory-graph"]
