@@ -41,6 +41,7 @@ from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
 from memory_graph.graph import LESSONS, GraphService
 from memory_graph.storage import Changes, Store
 from memory_graph.storage.format import Key
+from memory_graph.storage.store import retry_if_stale
 
 MAX_CONTEXT_CHARS = 1_048_576
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
@@ -115,6 +116,7 @@ class LessonService:
         raise NotFoundError(f'No lesson named "{name}".{hint}')
 
     # -- writes ------------------------------------------------------------------------------------------
+    @retry_if_stale
     def create_lesson(self, lesson: LessonInput) -> Lesson:
         with self.store.writing():
             existing = self.graph.state.entities.get(lesson.name)
@@ -157,6 +159,7 @@ class LessonService:
             self.store.commit({LESSONS: Changes(upserts=[record])})
         return lesson_of(record)
 
+    @retry_if_stale
     def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:
         with self.store.writing():
             record = self._lesson_record(report.lessonName)

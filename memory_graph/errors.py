@@ -55,3 +55,7 @@ class CorruptFileError(MemoryGraphError):
 
 class StorageError(MemoryGraphError):
     """The data folder cannot be read or written (permissions, disk full, a broken journal)."""
+
+
+class StaleShardError(StorageError):
+    """A shard changed on disk between reading it and writing it; nothing was written, the change is read in."""

@@ -31,7 +31,7 @@ from memory_graph.model import (
 )
 from memory_graph.search import SubstringIndex, match_tier
 from memory_graph.storage.format import Key, entity_key, relation_key
-from memory_graph.storage.store import Changes, Store
+from memory_graph.storage.store import Changes, Store, retry_if_stale
 
 MEMORY = "memory"
 LESSONS = "lesson"
@@ -141,6 +141,7 @@ class GraphService:
         return changes
 
     # -- writes ------------------------------------------------------------------------------------------
+    @retry_if_stale
     def create_entities(self, entities: Sequence[Entity]) -> CreatedEntities:
         with self.store.writing():
             created: dict[str, dict[str, Any]] = {}
@@ -156,6 +157,7 @@ class GraphService:
             self.store.commit({MEMORY: Changes(upserts=list(created.values()))})
         return CreatedEntities(entities=[Entity.model_construct(**entity_view(r)) for r in created.values()])
 
+    @retry_if_stale
     def create_relations(self, relations: Sequence[Relation]) -> CreatedRelations:
         with self.store.writing():
             missing = list(
@@ -176,6 +178,7 @@ class GraphService:
             self.store.commit({MEMORY: Changes(upserts=[{"type": "relation", **relation_view(k)} for k in new])})
         return CreatedRelations(relations=[Relation.model_construct(**_relation_fields(k)) for k in new])
 
+    @retry_if_stale
     def add_observations(self, additions: Sequence[ObservationAddition]) -> AddedObservationsResult:
         with self.store.writing():
             updated: dict[str, dict[str, Any]] = {}
@@ -195,6 +198,7 @@ class GraphService:
             self.store.commit(self._entity_changes(list(updated.values())))
         return AddedObservationsResult(results=results)
 
+    @retry_if_stale
     def delete_entities(self, names: Sequence[str]) -> DeletionResult:
         with self.store.writing():
             changes: dict[str, Changes] = {}
@@ -207,6 +211,7 @@ class GraphService:
             self.store.commit(changes)
         return DeletionResult(success=True, message="Entities deleted successfully")
 
+    @retry_if_stale
     def delete_observations(self, deletions: Sequence[ObservationDeletion]) -> DeletionResult:
         with self.store.writing():
             updated: dict[str, dict[str, Any]] = {}
@@ -221,6 +226,7 @@ class GraphService:
             self.store.commit(self._entity_changes(list(updated.values())))
         return DeletionResult(success=True, message="Observations deleted successfully")
 
+    @retry_if_stale
     def delete_relations(self, relations: Sequence[Relation]) -> DeletionResult:
         with self.store.writing():
             doomed = [k for k in dict.fromkeys(r.key for r in relations) if k in self.state.relations]

@@ -19,6 +19,7 @@ changed, whether the change came from this process or from the files.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -26,15 +27,15 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import filelock
 
-from memory_graph.errors import CorruptFileError, LineProblem, StorageError
+from memory_graph.errors import CorruptFileError, LineProblem, StaleShardError, StorageError
 from memory_graph.storage.files import (
     FileWrite,
     atomic_write,
@@ -47,7 +48,25 @@ from memory_graph.storage.format import Key, ParsedFile, dump_line, parse_text, 
 log = logging.getLogger(__name__)
 
 Stamp = tuple[int, int, int]
+P = ParamSpec("P")
+R = TypeVar("R")
 LOCK_TIMEOUT_SECONDS = 60.0
+
+
+def retry_if_stale(method: Callable[P, R]) -> Callable[P, R]:
+    """Run a write again (once) when its commit found a shard changed on disk since it was read.
+
+    The store has read the change in by then, so the second run decides on the current data.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except StaleShardError:
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 class ChangeListener(Protocol):
@@ -246,7 +265,11 @@ class Store:
             if not self._opened:
                 self.open()
             with self._locked():
-                self._catch_up()
+                # Other processes renew the stamp before they touch a shard, so an unchanged stamp means
+                # nothing to reload; hand edits are caught by the throttled full check and, for the shards
+                # a commit rewrites, by `_verify_unchanged` just before writing.
+                if self._read_stamp() != self._seen_stamp or self._hand_edit_check_due():
+                    self._catch_up()
                 yield
 
     def problems(self) -> list[LineProblem]:
@@ -390,6 +413,7 @@ class Store:
         plans = {name: self._plan(self.collections[name], ch) for name, ch in changes.items() if ch}
         if not plans:
             return
+        self._verify_unchanged(plans)
         writes: list[FileWrite] = []
         for name, plan in plans.items():
             collection = self.collections[name]
@@ -421,6 +445,19 @@ class Store:
         self._seen_stamp = stamp_text.encode("utf-8")
         for name, plan in plans.items():
             self._apply_plan(self.collections[name], plan, changes[name], token)
+
+    def _verify_unchanged(self, plans: dict[str, dict[int, dict[Key, str]]]) -> None:
+        """Refuse to overwrite a shard that changed on disk since it was read (a hand edit, say)."""
+        for name, plan in plans.items():
+            collection = self.collections[name]
+            for index in plan:
+                known = collection.shards.get(index)
+                if _stat(collection.shard_path(index)) != (known.stamp if known is not None else None):
+                    self._catch_up()
+                    raise StaleShardError(
+                        f"{collection.shard_path(index)} changed on disk while this call was being prepared "
+                        "(edited by hand?). Nothing was written; the change has been read in, so retry the call."
+                    )
 
     def _plan(self, collection: Collection, changes: Changes) -> dict[int, dict[Key, str]]:
         """New content of every shard the changes touch (copy-on-write); raises before anything is written."""
