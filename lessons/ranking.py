@@ -27,15 +27,16 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import takewhile
-from typing import Any
+from typing import Any, TypeVar
 
 from rapidfuzz import fuzz, process
 
 from lessons.signature import evidence_words, quoted_words, shape, strip_ansi
 
+T = TypeVar("T")
 PRIOR_SUCCESSES = 2.0
 PRIOR_ATTEMPTS = 4.0
 RECENCY_DECAY = 0.98
@@ -46,13 +47,16 @@ FIND_THRESHOLD = 0.48
 RECOMMEND_THRESHOLD = 0.38
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
 CANDIDATES = 48
-MAX_ERROR_LINES = 24
+MAX_ERROR_LINES = 60
+TAIL_LINES = 10
 
 # Lines that announce an error (a generous net; the scoring decides).
 ERROR_HINT = re.compile(
     r"error|exception|fatal|panic|fail|traceback|conflict|reject|denied|not found|cannot|can't|could not|"
     r"couldn't|unable|invalid|missing|no such|undefined|refused|abort|segmentation|overflow|\*\*\*|"
-    r"\b[A-Z]\d{3,4}\b|not a |would be overwritten|no rule|not currently|unexpected|expected",
+    r"\b[A-Z]\d{3,4}\b|not a |would be overwritten|no rule|not currently|unexpected|expected|timed? ?out|"
+    r"no space|too many|out of memory|killed|deadlock|is a directory|not permitted|unsupported|incompatible|"
+    r"mismatch|violation|illegal|assert|unknown|unrecognized|not allowed|forbidden|unreachable|bad ",
     re.IGNORECASE,
 )
 # Wrapper lines that CI systems, make and npm print around any failure: they name no particular error.
@@ -66,6 +70,14 @@ WRAPPER = re.compile(
 
 def success_statistic(recent_successes: float, recent_attempts: float) -> float:
     return (recent_successes + PRIOR_SUCCESSES) / (recent_attempts + PRIOR_ATTEMPTS)
+
+
+def cut_below_best(ranked: list[T], score_of: Callable[[T], float]) -> list[T]:
+    """The items of a best-first list that score at least RELATIVE_CUTOFF of the best one."""
+    if not ranked:
+        return []
+    floor = RELATIVE_CUTOFF * score_of(ranked[0])
+    return [item for item in ranked if score_of(item) >= floor]
 
 
 def combined_score(relevance: float, statistic: float) -> float:
@@ -277,9 +289,10 @@ def error_lines(log: str) -> list[str]:
     """The lines of a log worth matching: error lines (with the one or two after them), deduplicated by shape."""
     lines = [line.strip() for line in strip_ansi(log).split("\n")]
     lines = [line for line in lines if line]
-    hits = [i for i, line in enumerate(lines) if ERROR_HINT.search(line) and not WRAPPER.search(line)]
+    plain = [i for i, line in enumerate(lines) if not WRAPPER.search(line)]
+    hits = [i for i in plain if ERROR_HINT.search(lines[i])]
     if not hits:
-        hits = [i for i, line in enumerate(lines) if not WRAPPER.search(line)][-10:]
+        hits = plain[-TAIL_LINES:]  # no line names an error: the last lines are the likeliest
     picked: list[str] = []
     seen: set[str] = set()
     # The last errors in a log are usually the ones that matter; keep those when there are too many.

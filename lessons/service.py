@@ -28,10 +28,10 @@ from lessons.ranking import (
     FIND_THRESHOLD,
     RECENCY_DECAY,
     RECOMMEND_THRESHOLD,
-    RELATIVE_CUTOFF,
     LessonIndex,
     Query,
     combined_score,
+    cut_below_best,
     error_lines,
     query_of,
     success_statistic,
@@ -191,7 +191,7 @@ class LessonService:
                 if score >= FIND_THRESHOLD:
                     scored.append((score, statistic_of(self.graph.state.entities[name]), name))
             scored.sort(key=lambda item: (-round(item[0], 4), -item[1], item[2]))
-            scored = [item for item in scored if item[0] >= RELATIVE_CUTOFF * scored[0][0]] if scored else []
+            scored = cut_below_best(scored, lambda item: item[0])
             matches = [
                 LessonMatch(
                     name=name,
@@ -228,7 +228,7 @@ class LessonService:
                     line = winner.text if winner is not None else ""
                     ranked.append((combined_score(relevance, statistic), relevance, statistic, name, line))
             ranked.sort(key=lambda r: (-round(r[0], 4), -r[1], r[3]))
-            ranked = [r for r in ranked if r[0] >= RELATIVE_CUTOFF * ranked[0][0]] if ranked else []
+            ranked = cut_below_best(ranked, lambda item: item[0])
             results = [
                 Recommendation(
                     name=name,
