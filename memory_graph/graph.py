@@ -234,10 +234,13 @@ class GraphService:
         return DeletionResult(success=True, message="Relations deleted successfully")
 
     # -- reads -------------------------------------------------------------------------------------------
-    def warm_up(self) -> None:
-        """Build the search index now rather than on the first search (the server calls it after loading)."""
-        with self.store.reading():
-            self.state.index.matching("")
+    def warm_up(self, slice_size: int = 2000) -> None:
+        """Build the search index now rather than on the first search (the server calls it after loading),
+        in slices, so tool calls arriving meanwhile wait for one slice at most, not the whole index."""
+        more = True
+        while more:
+            with self.store.reading():
+                more = self.state.index.index_some(slice_size)
 
     def read_graph(self) -> KnowledgeGraph:
         with self.store.reading():

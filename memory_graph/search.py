@@ -53,6 +53,13 @@ class SubstringIndex:
             self._index_words(name, self._texts[name])
         self._unindexed.clear()
 
+    def index_some(self, count: int) -> bool:
+        """Index up to `count` pending documents; True while some remain (lets a caller build in slices)."""
+        for _ in range(min(count, len(self._unindexed))):
+            name = self._unindexed.pop()
+            self._index_words(name, self._texts[name])
+        return bool(self._unindexed)
+
     def _index_words(self, name: str, text: str) -> None:
         words = set(WORD.findall(text))
         self._words_of[name] = words

@@ -349,7 +349,8 @@ class Store:
             parsed = changed[index]
             if parsed is not None:
                 affected.update(key for key, _, _ in parsed.records)
-        if collection.locations:  # on a first load nothing was there before
+        first_load = not collection.locations
+        if not first_load:
             for key in affected:
                 before[key] = collection.primary_line(key)
         fresh_records: dict[str, dict[str, Any]] = {}
@@ -383,7 +384,7 @@ class Store:
                 where.sort()
         removed: list[Key] = []
         changed_keys: set[Key] = set()
-        for key in affected:
+        for key in () if first_load else affected:
             now = collection.primary_line(key)
             if now is None:
                 collection.locations.pop(key, None)
@@ -393,6 +394,8 @@ class Store:
                 changed_keys.add(key)
         # Listeners see records in file order, so a fresh load keeps the graph's insertion order.
         upserted: list[dict[str, Any]] = []
+        if first_load:
+            changed_keys = affected
         for index in sorted(i for i in changed if i in collection.shards):
             for key, line in collection.shards[index].lines.items():
                 if key in changed_keys and collection.locations[key][0] == index:

@@ -1,0 +1,46 @@
+"""The substring index finds exactly what a plain scan finds (the reference's semantics, plus words in any order)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_graph.search import FIELD_SEPARATOR, SubstringIndex
+
+ALPHABET = st.sampled_from(list("abcAB xyz-_.'é1İßΣ"))
+TEXT = st.text(ALPHABET, max_size=14)
+
+
+def brute_force(docs: dict[str, list[str]], query: str) -> set[str]:
+    phrase, words = query.lower(), query.lower().split()
+    found = set()
+    for name, fields in docs.items():
+        text = FIELD_SEPARATOR.join(fields).lower()
+        if phrase in text or (len(words) > 1 and all(w in text for w in words)):
+            found.add(name)
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    docs=st.dictionaries(
+        st.text(ALPHABET, min_size=1, max_size=6), st.lists(TEXT, min_size=1, max_size=3), max_size=12
+    ),
+    queries=st.lists(TEXT, min_size=1, max_size=5),
+    removed=st.integers(min_value=0, max_value=3),
+    slice_size=st.sampled_from([1, 3, 1000]),
+)
+def test_the_index_agrees_with_a_scan(docs: dict, queries: list[str], removed: int, slice_size: int) -> None:
+    index = SubstringIndex()
+    for name, fields in docs.items():
+        index.put(name, fields)
+    while index.index_some(slice_size):
+        pass
+    for name in list(docs)[:removed]:
+        index.remove(name)
+        del docs[name]
+    for name in list(docs)[:1]:  # a changed document is reindexed
+        docs[name] = [*docs[name], "changed text"]
+        index.put(name, docs[name])
+    for query in [*queries, "changed", "chang", ""]:
+        assert set(index.matching(query)) == brute_force(docs, query), query
