@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -193,3 +194,21 @@ async def test_prompts_and_the_graph_resource(client: Client) -> None:
     content = (await client.read_resource("memory://knowledge-graph")).contents[0]
     assert content.mime_type == "application/json"
     assert json.loads(content.text)["entities"] == [{"name": "Alice", "entityType": "person", "observations": []}]
+
+
+async def test_twenty_concurrent_creates_keep_twenty_entities(client: Client) -> None:
+    """The official server keeps 1 of 20 concurrent creates; the SDK runs our sync tools in parallel threads."""
+
+    async def create(i: int) -> None:
+        entity = {"name": f"Parallel {i}", "entityType": "t", "observations": [f"o{i}"]}
+        await call(client, "create_entities", entities=[entity])
+        await call(client, "add_observations", observations=[{"entityName": "Parallel 0", "contents": [f"from {i}"]}])
+
+    await call(client, "create_entities", entities=[{"name": "Parallel 0", "entityType": "t", "observations": []}])
+    async with anyio.create_task_group() as group:
+        for i in range(1, 21):
+            group.start_soon(create, i)
+    graph = (await call(client, "read_graph")).structured_content
+    assert len(graph["entities"]) == 21
+    first = next(e for e in graph["entities"] if e["name"] == "Parallel 0")
+    assert sorted(first["observations"]) == sorted(f"from {i}" for i in range(1, 21))
