@@ -24,6 +24,7 @@ wins; an exact match with no record (0.85 x relevance) still beats an unrelated 
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
@@ -215,7 +216,7 @@ class LessonIndex:
         if len(self.lessons) <= CANDIDATES:
             return list(self.lessons)
         common = max(50, len(self.lessons) // 20)  # words held by more lessons than this say little
-        weights: Counter[str] = Counter()
+        weights: dict[str, float] = {}
         picked: set[str] = set()
         for query in queries:
             for word in query.evidence:
@@ -223,13 +224,13 @@ class LessonIndex:
                 if holders and len(holders) <= common:
                     weight = self.idf(word)
                     for name in holders:
-                        weights[name] += weight
+                        weights[name] = weights.get(name, 0.0) + weight
             if fuzzy:
                 for _, _, name in process.extract(
                     query.sorted_shape, self._sorted_shapes, scorer=fuzz.ratio, limit=CANDIDATES // 2
                 ):
                     picked.add(name)
-        picked.update(name for name, _ in weights.most_common(CANDIDATES))
+        picked.update(heapq.nlargest(CANDIDATES, weights, key=weights.__getitem__))
         return list(picked)
 
     # -- scoring -----------------------------------------------------------------------------------------

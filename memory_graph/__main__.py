@@ -86,13 +86,13 @@ def administer(settings: Settings, args: argparse.Namespace) -> int:
 
     store = build_store(settings)
     if args.command == "check":
-        result = admin.check(store)
-        for line in result.problems:
+        checked = admin.check(store)
+        for line in checked.problems:
             print(f"problem: {line}")
-        for line in result.notes:
+        for line in checked.notes:
             print(f"note: {line}")
-        print("ok" if result.ok else f"{len(result.problems)} problem(s); `memory-graph repair` fixes them")
-        return 0 if result.ok else 1
+        print("ok" if checked.ok else f"{len(checked.problems)} problem(s); `memory-graph repair` fixes them")
+        return 0 if checked.ok else 1
     if args.command == "repair":
         done = admin.repair(store)
         print("\n".join(done) if done else "nothing to repair")
@@ -108,16 +108,16 @@ def administer(settings: Settings, args: argparse.Namespace) -> int:
         else:
             admin.export(store, args.format, sys.stdout)
         return 0
-    result = admin.import_into(store, args.paths, progress=admin.ProgressBar("importing"))
+    imported = admin.import_into(store, args.paths, progress=admin.ProgressBar("importing"))
     print(
-        f"imported {result.entities} entities, {result.relations} relations, {result.lessons} lessons "
-        f"from {len(result.files)} file(s); skipped {result.skipped_duplicates} duplicates and "
-        f"{result.skipped_dangling} relations whose ends do not exist"
+        f"imported {imported.entities} entities, {imported.relations} relations, {imported.lessons} lessons "
+        f"from {len(imported.files)} file(s); skipped {imported.skipped_duplicates} duplicates and "
+        f"{imported.skipped_dangling} relations whose ends do not exist"
     )
-    for problem in result.problems[:50]:
+    for problem in imported.problems[:50]:
         print(f"  {problem}", file=sys.stderr)
-    if len(result.problems) > 50:
-        print(f"  ... and {len(result.problems) - 50} more", file=sys.stderr)
+    if len(imported.problems) > 50:
+        print(f"  ... and {len(imported.problems) - 50} more", file=sys.stderr)
     return 0
 
 

@@ -176,7 +176,7 @@ class GraphService:
                 )
             new = list(dict.fromkeys(r.key for r in relations if r.key not in self.state.relations))
             self.store.commit({MEMORY: Changes(upserts=[{"type": "relation", **relation_view(k)} for k in new])})
-        return CreatedRelations(relations=[Relation.model_construct(**_relation_fields(k)) for k in new])
+        return CreatedRelations(relations=[relation_model(k) for k in new])
 
     @retry_if_stale
     def add_observations(self, additions: Sequence[ObservationAddition]) -> AddedObservationsResult:
@@ -289,7 +289,7 @@ class GraphService:
                 cut = True
                 break
             used += cost
-            relations.append(Relation.model_construct(**_relation_fields(key)))
+            relations.append(relation_model(key))
         truncated = None
         if cut:
             truncated = Truncation(
@@ -307,8 +307,9 @@ class GraphService:
         return KnowledgeGraph(entities=entities, relations=relations, truncated=truncated)
 
 
-def _relation_fields(key: RelationKey) -> dict[str, str]:
-    return {"from_": key[0], "to": key[1], "relationType": key[2]}
+def relation_model(key: RelationKey) -> Relation:
+    """A Relation from a stored (trusted) key, without revalidating it."""
+    return Relation.model_construct(from_=key[0], to=key[1], relationType=key[2])
 
 
 def _json_size(value: dict[str, Any]) -> int:

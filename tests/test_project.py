@@ -41,6 +41,12 @@ def test_ruff_is_clean(command: list[str]) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def test_the_type_checker_is_clean() -> None:
+    mypy = shutil.which("mypy") or str(Path(sys.executable).parent / "mypy")
+    run = subprocess.run([mypy], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
 def test_domain_code_never_imports_the_protocol() -> None:
     for path in python_files(*DOMAIN):
         if not path.exists():

@@ -108,13 +108,11 @@ def parse_text(path: Path, text: str) -> ParsedFile:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except ValueError as exc:
-            reason = f"not valid JSON ({exc.msg} at column {exc.colno})"
-            parsed.problems.append(LineProblem(path, number, reason))
-            parsed.bad_lines.append((number, raw))
-            continue
-        record, why = normalize_record(item)
+            record, why = normalize_record(json.loads(line))
+        except json.JSONDecodeError as exc:
+            record, why = None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+        except RecursionError:
+            record, why = None, "JSON nested too deeply to read"
         if record is None:
             parsed.problems.append(LineProblem(path, number, why))
             parsed.bad_lines.append((number, raw))
