@@ -10,7 +10,8 @@
                                               (message, context, observations, verification)
   + 0.15 x same type                          when the caller gives a type
 
-Evidence shares are weighted by rarity: idf(w) = ln((N + 1) / (df(w) + 0.5)) over the N stored lessons, so a
+In find_similar_errors the query's share also counts (at half a unique word's rarity) the unquoted words no
+lesson has, so an error no lesson covers scores low. Evidence shares are weighted by rarity: idf(w) = ln((N + 1) / (df(w) + 0.5)) over the N stored lessons, so a
 word every lesson has counts for little and a rare one (E0382, EADDRINUSE, NoneType) for a lot. Without a type
 (recommendations from a raw log) the other weights are scaled up to sum to 1.
 
@@ -44,8 +45,9 @@ RECENCY_DECAY = 0.98
 SUCCESS_WEIGHT = 0.3
 
 W_SORT, W_PARTIAL, W_LESSON_COVERAGE, W_QUERY_COVERAGE, W_TYPE = 0.35, 0.15, 0.10, 0.25, 0.15
-FIND_THRESHOLD = 0.48
-RECOMMEND_THRESHOLD = 0.38
+FIND_THRESHOLD = 0.42
+RECOMMEND_THRESHOLD = 0.36
+UNKNOWN_WORD_WEIGHT = 0.5  # of a unique word's rarity, for a query word no lesson has
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
 CANDIDATES = 48
 MAX_ERROR_LINES = 60
@@ -147,13 +149,14 @@ class Query:
     known: dict[str, float] | None = None  # word -> idf, for words some lesson has
     known_mass: float = 0.0
     sorted_shape: str = ""
+    quoted: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.sorted_shape = sort_words(self.shape)
 
 
 def query_of(text: str) -> Query:
-    return Query(shape=shape(text), evidence=evidence_words(text), text=text)
+    return Query(shape=shape(text), evidence=evidence_words(text), text=text, quoted=quoted_words(text))
 
 
 class LessonIndex:
@@ -234,9 +237,16 @@ class LessonIndex:
         return list(picked)
 
     # -- scoring -----------------------------------------------------------------------------------------
-    def prepare(self, query: Query) -> Query:
+    def prepare(self, query: Query, count_unknown: bool = False) -> Query:
         query.known = {w: self.idf(w) for w in query.evidence if w in self._document_frequency}
         query.known_mass = sum(query.known.values())
+        if count_unknown:
+            # For one error message: a word no lesson has is evidence against every lesson, unless it is a
+            # quoted name (the user's own key, file or variable, which no lesson can know). Unquoted, it is
+            # error vocabulary no lesson explains ("externally-managed-environment"): every score drops, and
+            # an error no lesson covers stays under the threshold. (Not for log lines, full of such words.)
+            unexplained = query.evidence - query.known.keys() - query.quoted
+            query.known_mass += UNKNOWN_WORD_WEIGHT * self.idf("") * len(unexplained)
         return query
 
     def message_coverage(self, query: Query, lesson: IndexedLesson) -> float:

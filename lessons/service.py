@@ -178,7 +178,7 @@ class LessonService:
     def find_similar_errors(self, pattern: ErrorQuery, limit: int = 5) -> SimilarErrors:
         with self.store.reading():
             index = self.index
-            query = index.prepare(query_of(pattern.message))
+            query = index.prepare(query_of(pattern.message), count_unknown=True)
             extra = " ".join(filter(None, [pattern.context, pattern.stackTrace or ""]))
             context = index.prepare(query_of(extra)) if extra.strip() else None
             scored: list[tuple[float, float, str]] = []
