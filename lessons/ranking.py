@@ -10,10 +10,11 @@
                                               (message, context, observations, verification)
   + 0.15 x same type                          when the caller gives a type
 
-In find_similar_errors the query's share also counts (at half a unique word's rarity) the unquoted words no
-lesson has, so an error no lesson covers scores low. Evidence shares are weighted by rarity: idf(w) = ln((N + 1) / (df(w) + 0.5)) over the N stored lessons, so a
-word every lesson has counts for little and a rare one (E0382, EADDRINUSE, NoneType) for a lot. Without a type
-(recommendations from a raw log) the other weights are scaled up to sum to 1.
+Evidence shares are weighted by rarity: idf(w) = ln((N + 1) / (df(w) + 0.5)) over the N stored lessons, so a
+word every lesson has counts for little and a rare one (E0382, EADDRINUSE, NoneType) for a lot. In
+find_similar_errors the query's share also counts the unquoted words no lesson has (at half a unique word's
+rarity), so an error no lesson covers scores low. Without a type (recommendations from a raw log) the other
+weights are scaled up to sum to 1.
 
 **Success statistic** (0..1): the lesson's recency-weighted success share shrunk towards 1/2 by a Beta(2, 2)
 prior: (s + 2) / (n + 4), where s and n are successes and attempts with every older outcome weighted by 0.98
