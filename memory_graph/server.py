@@ -129,7 +129,8 @@ def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
     @server.tool(title="Create Relations", annotations=CREATE)
     @tool_errors
     def create_relations(relations: list[Relation]) -> Annotated[CallToolResult, CreatedRelations]:
-        """Create multiple new relations between entities in the knowledge graph. Relations should be in active voice"""
+        """Create multiple new relations between entities in the knowledge graph. Relations should be in active voice.
+        Both ends must already exist (create_entities first); existing relations are skipped"""
         return structured(graph.create_relations(relations), text_field="relations")
 
     @server.tool(title="Add Observations", annotations=CREATE)
@@ -170,7 +171,8 @@ def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
     @server.tool(title="Read Graph", annotations=READ)
     @tool_errors
     def read_graph() -> Annotated[CallToolResult, KnowledgeGraph]:
-        """Read the entire knowledge graph"""
+        """Read the entire knowledge graph. A graph larger than the response budget is cut (entities first, then
+        the relations touching them) and says so in `truncated`; narrow with search_nodes or open_nodes."""
         return structured(graph.read_graph())
 
     @server.tool(title="Search Nodes", annotations=READ)
@@ -181,7 +183,9 @@ def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
             Field(description="The search query to match against entity names, types, and observation content"),
         ],
     ) -> Annotated[CallToolResult, KnowledgeGraph]:
-        """Search for nodes in the knowledge graph based on a query"""
+        """Search for nodes in the knowledge graph based on a query. Case-insensitive; matches names, types,
+        observations and lessons' error text; several words also match in any order. Best matches first, with
+        the relations that touch them."""
         return structured(graph.search_nodes(query))
 
     @server.tool(title="Open Nodes", annotations=READ)
@@ -189,7 +193,8 @@ def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
     def open_nodes(
         names: Annotated[list[str], Field(description="An array of entity names to retrieve")],
     ) -> Annotated[CallToolResult, KnowledgeGraph]:
-        """Open specific nodes in the knowledge graph by their names"""
+        """Open specific nodes in the knowledge graph by their names (exact and case-sensitive), with every
+        relation that touches them"""
         return structured(graph.open_nodes(names))
 
 
