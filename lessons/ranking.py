@@ -60,13 +60,15 @@ ERROR_HINT = re.compile(
     r"couldn't|unable|invalid|missing|no such|undefined|refused|abort|segmentation|overflow|\*\*\*|"
     r"\b[A-Z]\d{3,4}\b|not a |would be overwritten|no rule|not currently|unexpected|expected|timed? ?out|"
     r"no space|too many|out of memory|killed|deadlock|is a directory|not permitted|unsupported|incompatible|"
-    r"mismatch|violation|illegal|assert|unknown|unrecognized|not allowed|forbidden|unreachable|bad ",
+    r"mismatch|violation|illegal|assert|unknown|unrecognized|not allowed|forbidden|unreachable|bad |"
+    r"not used|does not exist|doesn't exist|not recognized|permission|required|must be|core dumped",
     re.IGNORECASE,
 )
 # Wrapper lines that CI systems, make and npm print around any failure: they name no particular error.
 WRAPPER = re.compile(
     r"exit code|exit status|non-zero code|returned \d+|job failed|process completed|\] error \d+|"
-    r"^make(\[\d+\])?: \*\*\* \[|^npm (?:error|ERR!) (?:code|path|command|errno|A complete log|\s*$)|"
+    r"^make(\[\d+\])?: \*\*\* \[|"
+    r"^npm (?:error|ERR!) (?:code (?:\d+|ELIFECYCLE)|path|command|errno|A complete log|\s*$)|"
     r"^error: could not compile|^for more information about this error",
     re.IGNORECASE,
 )
