@@ -25,7 +25,7 @@ from memory_graph.errors import InvalidInputError, LineProblem, StorageError
 from memory_graph.graph import LESSONS, MEMORY
 from memory_graph.model import entity_view
 from memory_graph.storage.files import FileWrite, atomic_write, commit_files, read_journal, recover_journal
-from memory_graph.storage.format import Key, normalize_record, parse_text, record_key
+from memory_graph.storage.format import Key, dump_line, merge_records, normalize_record, parse_text, record_key
 from memory_graph.storage.store import Changes, Collection, Store, read_shard_file
 
 ProgressCallback = Callable[[int, int], None]
@@ -173,11 +173,11 @@ def repair(store: Store, now: Callable[[], float] = time.time) -> list[str]:
 
 def _repair_collection(collection: Collection, stamp: str) -> list[str]:
     done: list[str] = []
-    holders: dict[Key, Path] = {}
+    shards: list[tuple[Path, list[tuple[int, bytes, Key | None, str]]]] = []
+    copies: dict[Key, list[dict[str, Any]]] = {}
     for index in sorted(collection.discover()):
         path = collection.shard_path(index)
         rows: list[tuple[int, bytes, Key | None, str]] = []
-        last_position: dict[Key, int] = {}
         for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
             if not raw.strip():
                 continue
@@ -188,31 +188,39 @@ def _repair_collection(collection: Collection, stamp: str) -> list[str]:
             except ValueError as exc:
                 record, why = None, f"not valid JSON ({exc})"
             key = record_key(record) if record is not None else None
+            if record is not None and key is not None:
+                copies.setdefault(key, []).append(record)
             rows.append((number, raw, key, why))
-            if key is not None:
-                last_position[key] = number
+        shards.append((path, rows))
+    written: set[Key] = set()
+    for path, rows in shards:
         kept: list[bytes] = []
         rejected: list[tuple[int, bytes, str]] = []
         for number, raw, key, why in rows:
             if key is None:
                 rejected.append((number, raw, why))
-            elif last_position[key] != number:
-                rejected.append((number, raw, "duplicate: a later line of this file holds the same record"))
-            elif key in holders:
-                rejected.append((number, raw, f"duplicate: {holders[key].name} holds the same record"))
+            elif key in written:
+                rejected.append((number, raw, "duplicate: merged into the record's first copy"))
             else:
-                holders[key] = path
-                kept.append(raw)
+                written.add(key)
+                if len(copies[key]) == 1:
+                    kept.append(raw.removesuffix(b"\r"))
+                else:
+                    merged = copies[key][0]
+                    for other in copies[key][1:]:
+                        merged = merge_records(merged, other)
+                    kept.append(dump_line(merged).encode("utf-8"))
+                    rejected.append((number, raw, f"duplicated {len(copies[key])} times: replaced by their merge"))
         if not rejected:
             continue
-        # The side file holds the removed lines byte for byte, one per line, in their original order.
+        # The side file holds the removed or replaced lines byte for byte, one per line, in their original order.
         side = path.with_name(f"{path.name}.rejected-{stamp}")
         with open(side, "ab") as handle:
             handle.write(b"".join(raw + b"\n" for _, raw, _ in rejected))
             handle.flush()
             os.fsync(handle.fileno())
         if kept:
-            atomic_write(path, b"".join(raw.removesuffix(b"\r") + b"\n" for raw in kept).decode("utf-8"))
+            atomic_write(path, b"".join(line + b"\n" for line in kept).decode("utf-8"))
         else:
             commit_files([FileWrite(path, None)], path.with_name(f"{path.name}.journal"))
         done.append(f"{path}: moved {len(rejected)} line(s) to {side}")

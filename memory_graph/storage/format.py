@@ -35,6 +35,15 @@ def record_key(record: dict[str, Any]) -> Key:
     return entity_key(record["name"])
 
 
+def merge_records(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """One record from two copies of the same one (the official server stores `Alice` twice; the lessons fork
+    duplicated records when it split files): the first copy's fields, plus the second's observations it lacks."""
+    if first.get("type") == "relation":
+        return first
+    observations = list(dict.fromkeys([*(first.get("observations") or []), *(second.get("observations") or [])]))
+    return {**second, **first, "observations": observations}
+
+
 def dump_line(record: dict[str, Any]) -> str:
     """Compact JSON with unescaped Unicode, like the reference's JSON.stringify."""
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))

@@ -43,7 +43,7 @@ from memory_graph.storage.files import (
     recover_journal,
     remove_stray_temps,
 )
-from memory_graph.storage.format import Key, ParsedFile, dump_line, parse_text, record_key
+from memory_graph.storage.format import Key, ParsedFile, dump_line, merge_records, parse_text, record_key
 
 log = logging.getLogger(__name__)
 
@@ -169,11 +169,21 @@ class Collection:
     def problems(self) -> list[LineProblem]:
         return [p for index in sorted(self.shards) for p in self.shards[index].problems]
 
-    def primary_line(self, key: Key) -> str | None:
+    def all_lines(self, key: Key) -> str | None:
+        """Every stored copy of a record (usually one), to tell whether any of them changed."""
         where = self.locations.get(key)
         if not where:
             return None
-        return self.shards[where[0]].lines[key]
+        return "\n".join(self.shards[index].lines[key] for index in where)
+
+    def record(self, key: Key, parsed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The record for a key, merging copies that several shards hold (an old fork's split duplicated them)."""
+        copies = [self.shards[index].lines[key] for index in self.locations[key]]
+        records = [parsed.get(line) or json.loads(line) for line in copies]
+        merged = records[0]
+        for other in records[1:]:
+            merged = merge_records(merged, other)
+        return merged
 
     def all_records(self) -> Iterator[dict[str, Any]]:
         for index in sorted(self.shards):
@@ -352,7 +362,7 @@ class Store:
         first_load = not collection.locations
         if not first_load:
             for key in affected:
-                before[key] = collection.primary_line(key)
+                before[key] = collection.all_lines(key)
         fresh_records: dict[str, dict[str, Any]] = {}
         for index, parsed in changed.items():
             old = collection.shards.pop(index, None)
@@ -366,8 +376,11 @@ class Store:
             path = collection.shard_path(index)
             lines: dict[Key, str] = {}
             for key, record, line in parsed.records:
-                # The same record twice in one shard (hand edit, old fork): the last line wins;
-                # `check` reports it and the next write of this shard keeps one line.
+                if key in lines:
+                    # The same record twice in one shard (the official server's in-call duplicates, a hand edit):
+                    # merged, so no observation is lost; `check` reports it, the next write keeps one line.
+                    record = merge_records(fresh_records[lines[key]], record)
+                    line = dump_line(record)
                 lines[key] = line
                 fresh_records[line] = record
             collection.shards[index] = Shard(
@@ -385,7 +398,7 @@ class Store:
         removed: list[Key] = []
         changed_keys: set[Key] = set()
         for key in () if first_load else affected:
-            now = collection.primary_line(key)
+            now = collection.all_lines(key)
             if now is None:
                 collection.locations.pop(key, None)
                 if before.get(key) is not None:
@@ -397,12 +410,12 @@ class Store:
         if first_load:
             changed_keys = affected
         for index in sorted(i for i in changed if i in collection.shards):
-            for key, line in collection.shards[index].lines.items():
+            for key in collection.shards[index].lines:
                 if key in changed_keys and collection.locations[key][0] == index:
                     changed_keys.discard(key)
-                    upserted.append(fresh_records.get(line) or json.loads(line))
-        for key in changed_keys:  # a duplicate vanished and an older copy elsewhere is now primary
-            upserted.append(json.loads(collection.primary_line(key) or "{}"))
+                    upserted.append(collection.record(key, fresh_records))
+        for key in changed_keys:  # a copy in another shard changed, or vanished
+            upserted.append(collection.record(key, fresh_records))
         self._notify(collection.name, removed, upserted)
 
     def _notify(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:

@@ -114,7 +114,10 @@ def test_check_finds_each_kind_of_problem_and_repair_keeps_every_byte(tmp_path: 
     lines.insert(1, bad)
     first.write_bytes(b"\n".join(lines))
     second = store / "memory-1.json"
-    duplicate = first.read_bytes().split(b"\n")[0]
+    original = first.read_bytes().split(b"\n")[0]
+    copy = json.loads(original)
+    copy["observations"] = [*copy["observations"], "only in the copy"]
+    duplicate = json.dumps(copy).encode()
     second.write_bytes(second.read_bytes() + duplicate + b"\n")
     (store / "memory.json.journal").write_text("{not json", encoding="utf-8")
 
@@ -131,8 +134,10 @@ def test_check_finds_each_kind_of_problem_and_repair_keeps_every_byte(tmp_path: 
     assert bad in kept and duplicate in kept
     assert list(store.glob("memory.json.journal.unreadable-*"))
     assert run(tmp_path, "check").returncode == 0
-    names = {json.loads(line)["name"] for line in run(tmp_path, "export").stdout.splitlines() if '"entity"' in line}
-    assert names == {"Alice", "Acme", "Bob", "Carol", "PORT_IN_USE"}
+    exported = [json.loads(line) for line in run(tmp_path, "export").stdout.splitlines()]
+    entities = {r["name"]: r for r in exported if r["type"] == "entity"}
+    assert set(entities) == {"Alice", "Acme", "Bob", "Carol", "PORT_IN_USE"}
+    assert entities[copy["name"]]["observations"] == copy["observations"]  # the copies were merged
 
 
 def test_import_of_a_missing_path_says_so(tmp_path: Path) -> None:

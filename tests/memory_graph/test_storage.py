@@ -203,3 +203,23 @@ def test_missing_parent_folders_are_created(tmp_path: Path) -> None:
     graph = open_graph(tmp_path / "a" / "b")
     graph.create_entities([ent("Alice")])
     assert (tmp_path / "a" / "b" / "memory.json").exists()
+
+
+def test_duplicate_entities_are_merged_not_dropped(tmp_path: Path) -> None:
+    """The official server stores `Alice` twice when one call names her twice; the fork duplicated records
+    when it split files. Both copies' observations survive, in the order they were written."""
+    (tmp_path / "memory.json").write_text(
+        '{"type":"entity","name":"Alice","entityType":"person","observations":["a","b"]}\n'
+        '{"type":"entity","name":"Alice","entityType":"person","observations":["b","c"]}\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "memory-1.json").write_text(
+        '{"type":"entity","name":"Alice","entityType":"person","observations":["d"]}\n', encoding="utf-8"
+    )
+    graph = open_graph(tmp_path)
+    assert graph.open_nodes(["Alice"]).entities[0].observations == ["a", "b", "c", "d"]
+    graph.add_observations([ObservationAddition(entityName="Alice", contents=["e"])])
+    assert stored_lines(tmp_path) == [
+        '{"type":"entity","name":"Alice","entityType":"person","observations":["a","b","c","d","e"]}'
+    ]
+    assert open_graph(tmp_path).open_nodes(["Alice"]).entities[0].observations == ["a", "b", "c", "d", "e"]
