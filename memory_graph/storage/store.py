@@ -178,8 +178,11 @@ class Collection:
 
     def record(self, key: Key, parsed: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """The record for a key, merging copies that several shards hold (an old fork's split duplicated them)."""
-        copies = [self.shards[index].lines[key] for index in self.locations[key]]
-        records = [parsed.get(line) or json.loads(line) for line in copies]
+        where = self.locations[key]
+        if len(where) == 1:
+            line = self.shards[where[0]].lines[key]
+            return parsed.get(line) or json.loads(line)
+        records = [parsed.get(line) or json.loads(line) for line in (self.shards[i].lines[key] for i in where)]
         merged = records[0]
         for other in records[1:]:
             merged = merge_records(merged, other)

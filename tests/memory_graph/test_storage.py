@@ -223,3 +223,21 @@ def test_duplicate_entities_are_merged_not_dropped(tmp_path: Path) -> None:
         '{"type":"entity","name":"Alice","entityType":"person","observations":["a","b","c","d","e"]}'
     ]
     assert open_graph(tmp_path).open_nodes(["Alice"]).entities[0].observations == ["a", "b", "c", "d", "e"]
+
+
+def test_lines_that_are_valid_json_but_not_one_record_are_reported_by_line(tmp_path: Path) -> None:
+    (tmp_path / "memory.json").write_text(
+        '{"type":"entity","name":"Alice","entityType":"person","observations":[]}\n'
+        '{"type":"entity","name":"Bob","entityType":"person","observations":[]}, {"x": 1}\n'
+        "42\n"
+        '{"type":"mystery"}\n'
+        '{"type":"relation","from":"Alice","to":"Alice","relationType":"self"}\n',
+        encoding="utf-8",
+    )
+    graph = open_graph(tmp_path)
+    assert [(p.line_number, p.reason.split(" (")[0]) for p in graph.store.problems()] == [
+        (2, "not valid JSON"),
+        (3, "not a JSON object"),
+        (4, 'unknown record type "mystery"'),
+    ]
+    assert snapshot(graph) == ([("Alice", "person", ())], [("Alice", "Alice", "self")])
