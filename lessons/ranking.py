@@ -78,12 +78,13 @@ def success_statistic(recent_successes: float, recent_attempts: float) -> float:
     return (recent_successes + PRIOR_SUCCESSES) / (recent_attempts + PRIOR_ATTEMPTS)
 
 
-def cut_below_best(ranked: list[T], score_of: Callable[[T], float]) -> list[T]:
-    """The items of a best-first list that score at least RELATIVE_CUTOFF of the best one."""
+def best_first(items: list[T], order: Callable[[T], Any], score_of: Callable[[T], float], limit: int) -> list[T]:
+    """Items sorted by `order`, without those scoring under RELATIVE_CUTOFF of the best, at most `limit`."""
+    ranked = sorted(items, key=order)
     if not ranked:
         return []
     floor = RELATIVE_CUTOFF * score_of(ranked[0])
-    return [item for item in ranked if score_of(item) >= floor]
+    return [item for item in ranked if score_of(item) >= floor][:limit]
 
 
 def combined_score(relevance: float, statistic: float) -> float:

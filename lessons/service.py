@@ -30,8 +30,8 @@ from lessons.ranking import (
     RECOMMEND_THRESHOLD,
     LessonIndex,
     Query,
+    best_first,
     combined_score,
-    cut_below_best,
     error_lines,
     query_of,
     success_statistic,
@@ -190,8 +190,7 @@ class LessonService:
                     score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained / context.known_mass
                 if score >= FIND_THRESHOLD:
                     scored.append((score, statistic_of(self.graph.state.entities[name]), name))
-            scored.sort(key=lambda item: (-round(item[0], 4), -item[1], item[2]))
-            scored = cut_below_best(scored, lambda item: item[0])
+            top = best_first(scored, lambda s: (-round(s[0], 4), -s[1], s[2]), lambda s: s[0], limit)
             matches = [
                 LessonMatch(
                     name=name,
@@ -199,7 +198,7 @@ class LessonService:
                     successStatistic=round(statistic, 4),
                     lesson=lesson_of(self.graph.state.entities[name]),
                 )
-                for score, statistic, name in scored[:limit]
+                for score, statistic, name in top
             ]
         return SimilarErrors(matches=matches, signature=query.shape)
 
@@ -227,8 +226,7 @@ class LessonService:
                     statistic = statistic_of(self.graph.state.entities[name])
                     line = winner.text if winner is not None else ""
                     ranked.append((combined_score(relevance, statistic), relevance, statistic, name, line))
-            ranked.sort(key=lambda r: (-round(r[0], 4), -r[1], r[3]))
-            ranked = cut_below_best(ranked, lambda item: item[0])
+            top = best_first(ranked, lambda r: (-round(r[0], 4), -r[1], r[3]), lambda r: r[0], limit)
             results = [
                 Recommendation(
                     name=name,
@@ -238,6 +236,6 @@ class LessonService:
                     matchedLine=line[:500],
                     lesson=lesson_of(self.graph.state.entities[name]),
                 )
-                for score, relevance, statistic, name, line in ranked[:limit]
+                for score, relevance, statistic, name, line in top
             ]
         return Recommendations(recommendations=results, errorLines=[line[:300] for line in lines[:20]])
