@@ -290,10 +290,6 @@ class Store:
         with self.reading():
             return [p for c in self.collections.values() for p in c.problems()]
 
-    def shard_paths(self, collection: str) -> list[Path]:
-        c = self.collections[collection]
-        return [c.shards[i].path for i in sorted(c.shards)]
-
     # -- catching up with the files --------------------------------------------------------------------
     def _read_stamp(self) -> bytes:
         try:
