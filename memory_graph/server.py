@@ -19,7 +19,16 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, StrictBool
 
-from lessons.model import ErrorQuery, Lesson, LessonInput, Recommendations, SimilarErrors, SuccessReport, UpdatedLesson
+from lessons.model import (
+    ErrorQuery,
+    Lesson,
+    LessonInput,
+    NonBlank,
+    Recommendations,
+    SimilarErrors,
+    SuccessReport,
+    UpdatedLesson,
+)
 from lessons.service import MAX_CONTEXT_CHARS, LessonService
 from memory_graph import __version__, prompts
 from memory_graph.config import Settings
@@ -221,7 +230,7 @@ def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
     @server.tool(title="Update Lesson Success", annotations=CREATE)
     @tool_errors
     def update_lesson_success(
-        lessonName: Annotated[str, Field(min_length=1, description="The lesson's exact name")],
+        lessonName: Annotated[NonBlank, Field(description="The lesson's exact name")],
         success: Annotated[StrictBool, Field(description="true if applying the lesson fixed the problem")],
     ) -> Annotated[CallToolResult, UpdatedLesson]:
         """Record whether applying a lesson worked; updates its frequency, successRate and updatedAt."""

@@ -179,6 +179,7 @@ async def test_update_lesson_success_needs_a_real_boolean(client: Client) -> Non
     for fake in ("false", "true", 0, None):
         text = await error_of(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIST", success=fake)
         assert "success" in text
+    assert "lessonName" in await error_of(client, "update_lesson_success", lessonName="  ", success=True)
     first = await call(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIST", success=False)
     second = await call(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIST", success=True)
     meta = second["lesson"]["metadata"]
