@@ -12,12 +12,12 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, ParamSpec
+from typing import Annotated, Any, ParamSpec
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, StrictBool
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, StrictBool, ValidationError
 
 from lessons.model import (
     ErrorQuery,
@@ -30,7 +30,7 @@ from lessons.model import (
     UpdatedLesson,
 )
 from lessons.service import MAX_CONTEXT_CHARS, LessonService
-from memory_graph import __version__, prompts
+from memory_graph import __version__, argument_errors, prompts
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
 from memory_graph.graph import LESSONS, MEMORY, GraphService
@@ -73,6 +73,22 @@ def structured(model: BaseModel, text: str | None = None, text_field: str | None
         shown = data[text_field] if text_field else data
         text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+class MemoryGraphServer(MCPServer):
+    """MCPServer whose argument errors say which field, what was wrong and how to fix it."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(argument_errors.explain(name, exc.__cause__)) from exc.__cause__
+            raise
 
 
 def tool_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
@@ -119,7 +135,7 @@ def build_app(settings: Settings) -> App:
     store = build_store(settings)
     graph = GraphService(store, settings.max_response_chars)
     lessons = LessonService(store, graph)
-    server = MCPServer("memory-graph", version=__version__, instructions=INSTRUCTIONS)
+    server = MemoryGraphServer("memory-graph", version=__version__, instructions=INSTRUCTIONS)
     if "graph" in settings.toolsets:
         register_graph_tools(server, graph)
     if "lessons" in settings.toolsets:
