@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from memory_graph import __version__
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
 
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A long-term memory for AI assistants: an MCP knowledge-graph and lessons server. "
         "The store is the one MEMORY_FILE_PATH (and LESSON_FILE_PATH) name.",
     )
+    parser.add_argument("--version", action="version", version=f"memory-graph {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser("serve", help="serve MCP (the default command)")
     for target in (parser, serve):

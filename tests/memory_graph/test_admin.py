@@ -179,3 +179,9 @@ def test_the_official_server_reads_our_export(tmp_path: Path) -> None:
     graph = next(a for a in answers if a.get("id") == 2)["result"]["structuredContent"]
     assert {e["name"] for e in graph["entities"]} == {"Alice", "Acme", "Bob", "Carol", "PORT_IN_USE"}
     assert len(graph["relations"]) == 2
+
+
+def test_version_and_help(tmp_path: Path) -> None:
+    assert run(tmp_path, "--version").stdout.startswith("memory-graph ")
+    helped = run(tmp_path, "--help").stdout
+    assert all(command in helped for command in ("serve", "import", "export", "stats", "check", "repair"))
