@@ -16,7 +16,14 @@ from typing import Annotated, Any, ParamSpec
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import (
+    CallToolResult,
+    InputRequiredResult,
+    SubscribeRequestParams,
+    TextContent,
+    ToolAnnotations,
+    UnsubscribeRequestParams,
+)
 from pydantic import BaseModel, Field, StrictBool, ValidationError
 
 from lessons.model import (
@@ -46,6 +53,7 @@ from memory_graph.model import (
     Relation,
 )
 from memory_graph.storage import Store
+from memory_graph.subscriptions import GraphSubscriptions
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -76,7 +84,14 @@ def structured(model: BaseModel, text: str | None = None, text_field: str | None
 
 
 class MemoryGraphServer(MCPServer):
-    """MCPServer whose argument errors say which field, what was wrong and how to fix it."""
+    """MCPServer whose argument errors say which field, what was wrong and how to fix it, and which serves
+    `resources/subscribe` for the graph resource like the official server."""
+
+    def serve_subscriptions(self, subscriptions: GraphSubscriptions) -> None:
+        # MCPServer has no public hook for the handshake-era subscribe methods; the low-level server does.
+        lowlevel = self._lowlevel_server
+        lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscriptions.subscribe)
+        lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, subscriptions.unsubscribe)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -141,6 +156,9 @@ def build_app(settings: Settings) -> App:
     if "lessons" in settings.toolsets:
         register_lesson_tools(server, lessons)
     register_prompts_and_resources(server, graph)
+    subscriptions = GraphSubscriptions()
+    store.add_listener(subscriptions)
+    server.serve_subscriptions(subscriptions)
     return App(settings=settings, store=store, graph=graph, lessons=lessons, server=server)
 
 

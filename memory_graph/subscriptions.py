@@ -1,0 +1,80 @@
+"""Resource subscriptions, as the official server offers them: a client that sent `resources/subscribe` for
+`memory://knowledge-graph` gets `notifications/resources/updated` whenever the graph changes, whether this
+process changed it or another process sharing the files did.
+
+The store calls `records_changed` from whichever thread committed or noticed the change; the notification is
+scheduled on the event loop of the session that subscribed. It goes out on the channel of the subscribe
+request, which on stdio is the connection itself; a subscription whose channel is gone (an HTTP request
+that has ended) is dropped at its first failed notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+from memory_graph.storage.format import Key
+
+log = logging.getLogger(__name__)
+GRAPH_URI = "memory://knowledge-graph"
+
+
+def connection_key(ctx: ServerRequestContext[Any]) -> int:
+    """Which client connection a request came on. The SDK hands each request its own session object, but the
+    client's `initialize` parameters are one object per connection."""
+    params = ctx.session.client_params
+    return id(params) if params is not None else id(ctx.session)
+
+
+class GraphSubscriptions:
+    """Sessions subscribed to the graph resource (a store `ChangeListener`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[int, tuple[ServerSession, asyncio.AbstractEventLoop]] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    async def subscribe(self, ctx: ServerRequestContext[Any], params: SubscribeRequestParams) -> EmptyResult:
+        if str(params.uri) == GRAPH_URI:
+            with self._lock:
+                self._sessions[connection_key(ctx)] = (ctx.session, asyncio.get_running_loop())
+        return EmptyResult()
+
+    async def unsubscribe(self, ctx: ServerRequestContext[Any], params: UnsubscribeRequestParams) -> EmptyResult:
+        if str(params.uri) == GRAPH_URI:
+            with self._lock:
+                self._sessions.pop(connection_key(ctx), None)
+        return EmptyResult()
+
+    def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
+        with self._lock:
+            subscribers = list(self._sessions.items())
+        for key, (session, loop) in subscribers:
+            if loop.is_closed():
+                with self._lock:
+                    self._sessions.pop(key, None)
+                continue
+            try:
+                future = asyncio.run_coroutine_threadsafe(session.send_resource_updated(GRAPH_URI), loop)
+            except RuntimeError:  # the loop closed between the check and the call
+                with self._lock:
+                    self._sessions.pop(key, None)
+                continue
+            future.add_done_callback(self._forget_if_gone(key))
+
+    def _forget_if_gone(self, key: int) -> Any:
+        def check(future: Any) -> None:
+            if future.cancelled() or future.exception() is not None:
+                log.info("dropping a resource subscription whose session is gone")
+                with self._lock:
+                    self._sessions.pop(key, None)
+
+        return check

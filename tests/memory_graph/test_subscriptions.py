@@ -1,0 +1,56 @@
+"""resources/subscribe on memory://knowledge-graph: a subscriber hears about every change, as with the
+official server, including changes another process makes to the shared files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import ResourceUpdatedNotification
+
+from memory_graph.config import Settings
+from memory_graph.model import Entity
+from memory_graph.server import build_app
+from memory_graph.subscriptions import GRAPH_URI
+from tests.conftest import open_graph
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_subscriber_is_told_of_changes_from_this_and_other_processes(tmp_path: Path) -> None:
+    updates: list[str] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            arrived.set()
+
+    app = build_app(Settings.from_env({"MEMORY_FILE_PATH": str(tmp_path / "memory.json")}))
+    async with Client(app.server, mode="legacy", message_handler=on_message) as client:
+        assert client.server_capabilities.resources.subscribe is True
+        with pytest.warns(MCPDeprecationWarning):  # the handshake-era method, which the official server uses
+            await client.subscribe_resource(GRAPH_URI)
+        entity = {"name": "Alice", "entityType": "person", "observations": []}
+        assert not (await client.call_tool("create_entities", {"entities": [entity]})).is_error
+        with anyio.fail_after(5):
+            await arrived.wait()
+        assert updates == [GRAPH_URI]
+
+        arrived = anyio.Event()
+        other_process = open_graph(tmp_path, shard_lines=1000)
+        other_process.create_entities([Entity(name="Bob", entityType="person", observations=[])])
+        await client.call_tool("read_graph", {})  # the next call notices the other process's commit
+        with anyio.fail_after(5):
+            await arrived.wait()
+        assert updates == [GRAPH_URI, GRAPH_URI]
+
+        with pytest.warns(MCPDeprecationWarning):
+            await client.unsubscribe_resource(GRAPH_URI)
+        await client.call_tool("create_entities", {"entities": [{**entity, "name": "Carol"}]})
+        await anyio.sleep(0.2)
+        assert len(updates) == 2, updates
