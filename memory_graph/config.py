@@ -87,6 +87,12 @@ class Settings:
         memory_file = resolve_path(raw_memory, cwd) if raw_memory else default_data_dir(env) / "memory.json"
         raw_lesson = env.get("LESSON_FILE_PATH", "").strip()
         lesson_file = resolve_path(raw_lesson, cwd) if raw_lesson else memory_file.with_name("lesson.json")
+        for variable, path in (("MEMORY_FILE_PATH", memory_file), ("LESSON_FILE_PATH", lesson_file)):
+            if path.is_dir():
+                raise InvalidInputError(
+                    f"{variable}={path} is a folder; it must name a file, for example {path / path.name}.json "
+                    f"or {path / 'memory.json'}"
+                )
         if lesson_file == memory_file:
             raise InvalidInputError(
                 "LESSON_FILE_PATH names the same file as MEMORY_FILE_PATH; give lessons a file of their own"

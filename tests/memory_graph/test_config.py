@@ -1,0 +1,45 @@
+"""Settings from the environment: paths, defaults and clear refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memory_graph.config import Settings
+from memory_graph.errors import InvalidInputError
+
+
+def test_defaults_live_in_the_user_data_folder(tmp_path: Path) -> None:
+    settings = Settings.from_env({"XDG_DATA_HOME": str(tmp_path)}, cwd=tmp_path / "elsewhere")
+    assert settings.memory_file == tmp_path / "memory-graph" / "memory.json"
+    assert settings.lesson_file == tmp_path / "memory-graph" / "lesson.json"
+    assert (settings.shard_lines, settings.max_response_chars, settings.toolsets) == (
+        1000,
+        80_000,
+        ("graph", "lessons"),
+    )
+
+
+def test_relative_paths_resolve_against_the_working_directory(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"MEMORY_FILE_PATH": "data/mem.jsonl", "LESSON_FILE_PATH": "l/lessons.json"}, cwd=tmp_path
+    )
+    assert settings.memory_file == tmp_path / "data" / "mem.jsonl"
+    assert settings.lesson_file == tmp_path / "l" / "lessons.json"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MEMORY_SHARD_LINES": "0"}, "MEMORY_SHARD_LINES=0 is too small"),
+        ({"MEMORY_SHARD_LINES": "many"}, "is not a whole number"),
+        ({"MEMORY_TOOLS": "graph,cats"}, "MEMORY_TOOLS"),
+        ({"MEMORY_LOG_LEVEL": "LOUD"}, "MEMORY_LOG_LEVEL"),
+        ({"MEMORY_FILE_PATH": "same.json", "LESSON_FILE_PATH": "same.json"}, "file of their own"),
+        ({"MEMORY_FILE_PATH": "."}, "is a folder; it must name a file"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_fix(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        Settings.from_env(env, cwd=tmp_path)
