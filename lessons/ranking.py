@@ -74,6 +74,27 @@ WRAPPER = re.compile(
 )
 
 
+def type_key(kind: str) -> str:
+    """An error type reduced to a stem: letters only, lower-cased, without a trailing "error"/"issue"/"failure"
+    and a plural ending, so "Build", "build-error", "dependency" and "dependencies" compare alike."""
+    key = "".join(ch for ch in kind.lower() if ch.isalpha())
+    for suffix in ("errors", "error", "issues", "issue", "failures", "failure"):
+        if key.endswith(suffix) and len(key) > len(suffix) + 2:
+            key = key[: -len(suffix)]
+            break
+    if key.endswith("ies") and len(key) > 5:
+        return key[:-3] + "y"
+    if key.endswith("sses"):
+        return key[:-2]
+    if key.endswith("s") and not key.endswith("ss") and len(key) > 4:
+        return key[:-1]
+    return key
+
+
+def same_type(first: str, second: str) -> bool:
+    return bool(first) and first == second
+
+
 def success_statistic(recent_successes: float, recent_attempts: float) -> float:
     return (recent_successes + PRIOR_SUCCESSES) / (recent_attempts + PRIOR_ATTEMPTS)
 
@@ -131,7 +152,7 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
     incidental = {w for w in quoted_words(message) if w not in explained}
     return IndexedLesson(
         name=record["name"],
-        type=str(pattern.get("type") or "").strip().lower(),
+        type=type_key(str(pattern.get("type") or "")),
         shape=shape(message),
         sorted_shape=sort_words(shape(message)),
         message_evidence=evidence_words(message) - incidental,
@@ -283,7 +304,7 @@ class LessonIndex:
         base, cap, sorted_ratio = self._partial_free(query, lesson)
         score = base + self._partial(query, lesson, cap, sorted_ratio)
         if query_type:
-            return score + W_TYPE * (query_type.strip().lower() == lesson.type)
+            return score + W_TYPE * same_type(type_key(query_type), lesson.type)
         return score / (1 - W_TYPE)
 
     def best_match(self, queries: list[Query], lesson: IndexedLesson) -> tuple[float, Query | None]:

@@ -8,7 +8,9 @@ from lessons.ranking import (
     combined_score,
     error_lines,
     query_of,
+    same_type,
     success_statistic,
+    type_key,
 )
 
 
@@ -72,3 +74,15 @@ def test_a_quoted_builtin_the_lesson_explains_is_evidence_but_a_user_name_is_not
 
     assert best("NameError: name 'unicode' is not defined") == "PY2_PRINT"
     assert best("NameError: name 'totl' is not defined") == "TYPO"
+
+
+def test_error_types_compare_by_stem() -> None:
+    alike = [
+        ("dependency", "dependencies"),
+        ("build", "Build-Error"),
+        ("network", "Network errors"),
+        ("process", "processes"),
+    ]
+    unlike = [("data", "database"), ("runtime", "network"), ("vcs", "vc")]
+    assert all(same_type(type_key(a), type_key(b)) for a, b in alike)
+    assert not any(same_type(type_key(a), type_key(b)) for a, b in unlike)
