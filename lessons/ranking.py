@@ -301,10 +301,11 @@ class LessonIndex:
         return cap * fuzz.partial_ratio(query.shape, lesson.shape) / 100
 
     def match(self, query: Query, lesson: IndexedLesson, query_type: str = "") -> float:
+        """The match score; `query_type` is the caller's error type as a `type_key`, "" when unknown."""
         base, cap, sorted_ratio = self._partial_free(query, lesson)
         score = base + self._partial(query, lesson, cap, sorted_ratio)
         if query_type:
-            return score + W_TYPE * same_type(type_key(query_type), lesson.type)
+            return score + W_TYPE * same_type(query_type, lesson.type)
         return score / (1 - W_TYPE)
 
     def best_match(self, queries: list[Query], lesson: IndexedLesson) -> tuple[float, Query | None]:

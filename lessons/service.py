@@ -35,6 +35,7 @@ from lessons.ranking import (
     error_lines,
     query_of,
     success_statistic,
+    type_key,
 )
 from lessons.signature import evidence_words
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
@@ -182,9 +183,10 @@ class LessonService:
             extra = " ".join(filter(None, [pattern.context, pattern.stackTrace or ""]))
             context = index.prepare(query_of(extra)) if extra.strip() else None
             scored: list[tuple[float, float, str]] = []
+            kind = type_key(pattern.type)
             for name in index.candidates([query], fuzzy=True):
                 lesson = index.lessons[name]
-                score = index.match(query, lesson, pattern.type)
+                score = index.match(query, lesson, kind)
                 if context is not None and context.known_mass:
                     explained = sum(w for word, w in (context.known or {}).items() if word in lesson.all_evidence)
                     score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained / context.known_mass
