@@ -40,6 +40,7 @@ ENVIRONMENT = {
     "MEMORY_HOST": ("`127.0.0.1`", "HTTP bind address (the `--host` flag wins)."),
     "MEMORY_PORT": ("`8000`", "HTTP port (the `--port` flag wins)."),
     "MEMORY_LOG_LEVEL": ("`WARNING`", "Log level on stderr: DEBUG, INFO, WARNING, ERROR."),
+    "XDG_DATA_HOME": ("`~/.local/share`", "The standard per-user data folder; the default memory lives below it."),
 }
 
 

@@ -72,6 +72,9 @@ def test_only_the_config_module_reads_the_environment() -> None:
 
 
 def test_every_environment_variable_is_in_the_readme_table() -> None:
+    source = (ROOT / "memory_graph" / "config.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'(?:env\.get\(|_int\(env, )"([A-Z_]+)"', source))
+    assert read == set(ENVIRONMENT), "config.py reads a variable ENVIRONMENT does not describe, or the reverse"
     for name in ENVIRONMENT:
         assert re.search(rf"^\| `{name}` \|", README, re.MULTILINE), f"{name} is missing from the README table"
 
