@@ -196,9 +196,6 @@ class LessonIndex:
         self._idf: dict[str, float] = {}
         self._message_mass: dict[str, float] = {}
 
-    def __len__(self) -> int:
-        return len(self.lessons)
-
     def put(self, record: dict[str, Any]) -> None:
         self.remove(record["name"])
         indexed = index_record(record)

@@ -25,7 +25,7 @@ from memory_graph.errors import InvalidInputError, LineProblem, StorageError
 from memory_graph.graph import LESSONS, MEMORY
 from memory_graph.model import entity_view
 from memory_graph.storage.files import FileWrite, atomic_write, commit_files, read_journal, recover_journal
-from memory_graph.storage.format import Key, dump_line, merge_records, normalize_record, parse_text, record_key
+from memory_graph.storage.format import Key, dump_line, merge_records, normalize_record, record_key
 from memory_graph.storage.store import Changes, Collection, Store, read_shard_file
 
 ProgressCallback = Callable[[int, int], None]
@@ -59,11 +59,10 @@ def scan(collection: Collection) -> CollectionReport:
             continue
         seen: dict[Key, int] = {}
         superseded: list[int] = []
-        line_numbers = _record_line_numbers(path)
-        for position, (key, record, _) in enumerate(parsed.records):
+        for (key, record, _), number in zip(parsed.records, parsed.record_lines, strict=True):
             if key in seen:
-                superseded.append(line_numbers[seen[key]])
-            seen[key] = position
+                superseded.append(seen[key])
+            seen[key] = number
             report.records.setdefault(key, record)
         for key in seen:
             report.copies[key] += 1
@@ -77,17 +76,6 @@ def scan(collection: Collection) -> CollectionReport:
             )
         )
     return report
-
-
-def _record_line_numbers(path: Path) -> list[int]:
-    """The 1-based line number of each good record, in order (blank and bad lines skipped)."""
-    numbers: list[int] = []
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    parsed_numbers = {p.line_number for p in parse_text(path, text).problems}
-    for number, raw in enumerate(text.split("\n"), start=1):
-        if raw.strip() and number not in parsed_numbers:
-            numbers.append(number)
-    return numbers
 
 
 # -- check -----------------------------------------------------------------------------------------------

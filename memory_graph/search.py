@@ -37,9 +37,6 @@ class SubstringIndex:
         # Word indexing is deferred to the first search: loading a 100k-entity graph should not pay for it.
         self._unindexed: set[str] = set()
 
-    def __len__(self) -> int:
-        return len(self._texts)
-
     def put(self, name: str, fields: Iterable[str]) -> None:
         text = FIELD_SEPARATOR.join(fields).lower()
         if self._texts.get(name) == text:

@@ -39,9 +39,6 @@ class GraphSubscriptions:
         self._lock = threading.Lock()
         self._sessions: dict[int, tuple[ServerSession, asyncio.AbstractEventLoop]] = {}
 
-    def __len__(self) -> int:
-        return len(self._sessions)
-
     async def subscribe(self, ctx: ServerRequestContext[Any], params: SubscribeRequestParams) -> EmptyResult:
         if str(params.uri) == GRAPH_URI:
             with self._lock:

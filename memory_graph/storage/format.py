@@ -52,8 +52,18 @@ def dump_line(record: dict[str, Any]) -> str:
 @dataclass
 class ParsedFile:
     records: list[tuple[Key, dict[str, Any], str]] = field(default_factory=list)
+    record_lines: list[int] = field(default_factory=list)  # the 1-based line number of each record
     problems: list[LineProblem] = field(default_factory=list)
-    bad_lines: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, record: dict[str, Any], line: str, number: int) -> None:
+        self.records.append((record_key(record), record, line))
+        self.record_lines.append(number)
+
+    def without_lines(self, numbers: set[int]) -> None:
+        """Forget the records read from these lines (they turned out to be unreadable)."""
+        kept = [(r, n) for r, n in zip(self.records, self.record_lines, strict=True) if n not in numbers]
+        self.records = [r for r, _ in kept]
+        self.record_lines = [n for _, n in kept]
 
 
 def _canonical_entity(item: dict[str, Any]) -> bool:
@@ -148,22 +158,22 @@ def _parse_all_at_once(lines: list[str]) -> list[Any] | None:
 def parse_text(path: Path, text: str) -> ParsedFile:
     """Parse a whole shard. Splits on "\\n" only: U+2028 inside a string is data, not a line break."""
     parsed = ParsedFile()
-    raw_lines = text.split("\n")
-    present = [line for line in (raw.removesuffix("\r") for raw in raw_lines) if line.strip()]
-    items = _parse_all_at_once(present)
+    present = [
+        (number, line)
+        for number, line in enumerate((raw.removesuffix("\r") for raw in text.split("\n")), start=1)
+        if line.strip()
+    ]
+    items = _parse_all_at_once([line for _, line in present])
     if items is not None:
-        for item, line in zip(items, present, strict=True):
+        for item, (number, line) in zip(items, present, strict=True):
             record, _ = normalize_record(item)
             if record is None:
                 break  # a valid object that is not a record: let the careful path name its line
-            parsed.records.append((record_key(record), record, line))
+            parsed.add(record, line, number)
         else:
             return parsed
         parsed = ParsedFile()
-    for number, raw in enumerate(raw_lines, start=1):
-        line = raw.removesuffix("\r")
-        if not line.strip():
-            continue
+    for number, line in present:
         try:
             record, why = normalize_record(json.loads(line))
         except json.JSONDecodeError as exc:
@@ -172,7 +182,6 @@ def parse_text(path: Path, text: str) -> ParsedFile:
             record, why = None, "JSON nested too deeply to read"
         if record is None:
             parsed.problems.append(LineProblem(path, number, why))
-            parsed.bad_lines.append((number, raw))
             continue
-        parsed.records.append((record_key(record), record, line))
+        parsed.add(record, line, number)
     return parsed

@@ -109,14 +109,17 @@ def read_shard_file(path: Path) -> ParsedFile:
     try:
         return parse_text(path, data.decode("utf-8"))
     except UnicodeDecodeError:
-        text = "\n".join(line.decode("utf-8", errors="replace") for line in data.split(b"\n"))
-        parsed = parse_text(path, text)
+        parsed = parse_text(path, data.decode("utf-8", errors="replace"))
+        undecodable: dict[int, str] = {}
         for number, raw in enumerate(data.split(b"\n"), start=1):
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                parsed.records = [r for r in parsed.records if "\ufffd" not in r[2]]
-                parsed.problems.append(LineProblem(path, number, f"not UTF-8 text ({exc.reason})"))
+                undecodable[number] = f"not UTF-8 text ({exc.reason})"
+        parsed.without_lines(set(undecodable))
+        problems = {p.line_number: p for p in parsed.problems}
+        problems.update((n, LineProblem(path, n, why)) for n, why in undecodable.items())
+        parsed.problems = [problems[n] for n in sorted(problems)]
         return parsed
 
 
@@ -267,7 +270,7 @@ class Store:
         with self._thread_lock:
             if not self._opened:
                 self.open()
-            elif self._read_stamp() != self._seen_stamp or self._hand_edit_check_due():
+            elif self._behind():
                 with self._locked():
                     self._catch_up()
             yield
@@ -282,7 +285,7 @@ class Store:
                 # Other processes renew the stamp before they touch a shard, so an unchanged stamp means
                 # nothing to reload; hand edits are caught by the throttled full check and, for the shards
                 # a commit rewrites, by `_verify_unchanged` just before writing.
-                if self._read_stamp() != self._seen_stamp or self._hand_edit_check_due():
+                if self._behind():
                     self._catch_up()
                 yield
 
@@ -305,8 +308,12 @@ class Store:
         except (ValueError, AttributeError):
             return {}
 
-    def _hand_edit_check_due(self) -> bool:
-        return time.monotonic() - self._last_full_check >= self._hand_edit_interval
+    def _behind(self) -> bool:
+        """Whether another process committed (the stamp changed) or a check for hand edits is due."""
+        return (
+            self._read_stamp() != self._seen_stamp
+            or time.monotonic() - self._last_full_check >= self._hand_edit_interval
+        )
 
     def _catch_up(self, startup: bool = False) -> None:
         """With the file lock held: finish any interrupted commit and reload what changed on disk."""
