@@ -20,17 +20,12 @@ sys.path.insert(0, str(ROOT))
 
 from lessons.model import ErrorQuery, LessonInput  # noqa: E402
 from lessons.ranking import FIND_THRESHOLD, RECOMMEND_THRESHOLD  # noqa: E402
-from lessons.service import LessonService  # noqa: E402
-from memory_graph.graph import LESSONS, MEMORY, GraphService  # noqa: E402
-from memory_graph.storage import Store  # noqa: E402
+from memory_graph.app import services_for_folder  # noqa: E402
 
 
 def evaluate(corpus: dict, verbose: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
-        store = Store({MEMORY: Path(folder) / "memory.json", LESSONS: Path(folder) / "lesson.json"})
-        graph = GraphService(store, 80_000)
-        lessons = LessonService(store, graph)
-        store.open()
+        lessons = services_for_folder(Path(folder)).lessons
         for lesson in corpus["lessons"]:
             lessons.create_lesson(LessonInput.model_validate(lesson))
         find_ranks: list[int | None] = []

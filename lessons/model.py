@@ -9,10 +9,16 @@
   `recentSuccesses`/`recentAttempts` are the same counts with older outcomes weighted down (see ranking.py).
 
 A lesson is also a graph entity (`entityType: "lesson"`): the graph tools show its name and observations.
+
+This module is the one place that knows what a stored lesson is: `lesson_of` reads a stored record (lenient
+where older records lack a field, strict where a field has the wrong shape), `stored_lesson_problem` is the
+store's record rule for the lesson collection (a malformed lesson is reported by file:line and field when it is
+read, never met later as a masked error), and `is_lesson_record` tells an imported record that is a lesson.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -24,6 +30,7 @@ from pydantic import (
     StrictBool,
     StrictStr,
     StringConstraints,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -33,8 +40,17 @@ NonBlank = Annotated[StrictStr, StringConstraints(min_length=1, pattern=r"\S")]
 Severity = Literal["low", "medium", "high", "critical"]
 
 
+def iso(moment: datetime | None) -> str | None:
+    """ISO 8601 UTC with milliseconds and a Z, as JavaScript's toISOString writes it."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
 def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return iso(datetime.now(UTC)) or ""
 
 
 def complete_metadata(record: dict[str, Any]) -> dict[str, Any]:
@@ -199,3 +215,53 @@ class Recommendations(BaseModel):
 class UpdatedLesson(BaseModel):
     lesson: Lesson
     successStatistic: float
+
+
+def lesson_of(record: dict[str, Any]) -> Lesson:
+    """The Lesson a stored record holds; raises ValueError (a pydantic ValidationError among them) naming the
+    field when a field has the wrong shape."""
+    pattern = record.get("errorPattern") or {}
+    if not isinstance(pattern, dict):
+        raise ValueError(f"errorPattern must be an object (got {type(pattern).__name__})")
+    if not isinstance(record.get("metadata") or {}, dict):
+        raise ValueError(f"metadata must be an object (got {type(record['metadata']).__name__})")
+    return Lesson.model_validate(
+        {
+            "name": record["name"],
+            "entityType": record.get("entityType", "lesson"),
+            "observations": record.get("observations", []),
+            "errorPattern": {
+                "type": pattern.get("type") or "unknown",
+                "message": pattern.get("message") or "(no message)",
+                "context": pattern.get("context") or "",
+                **({"stackTrace": pattern["stackTrace"]} if pattern.get("stackTrace") else {}),
+            },
+            "verificationSteps": record.get("verificationSteps") or [],
+            "metadata": complete_metadata(record),
+        }
+    )
+
+
+def stored_lesson_problem(record: dict[str, Any]) -> str | None:
+    """Why a stored lesson record is unusable (naming the field), or None; the store's rule for lesson lines."""
+    if record.get("type") == "relation":
+        return None
+    try:
+        lesson_of(record)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        got = json.dumps(problem.get("input"), ensure_ascii=False, default=str)[:80]
+        return f"lesson {record['name']!r}: field {where}: {problem['msg']} (got {got})"
+    except (ValueError, TypeError) as exc:
+        return f"lesson {record['name']!r}: a field has the wrong type ({exc})"
+    return None
+
+
+def is_lesson_record(record: dict[str, Any]) -> bool:
+    """Whether an imported entity record is a lesson (the fork's files mix them with plain entities)."""
+    return (
+        record.get("type") == "entity"
+        and record.get("entityType") == "lesson"
+        and isinstance(record.get("errorPattern"), dict)
+    )

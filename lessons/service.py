@@ -1,13 +1,15 @@
 """LessonService: create_lesson, find_similar_errors, update_lesson_success, get_lesson_recommendations.
 
 Lessons are stored in the `lesson` collection of the same store as the graph (same locking, journal and
-caching), and are graph entities too: GraphService sees them through the same change notifications.
+caching), and are graph entities too: GraphService sees them through the same change notifications. The
+service keeps its own copy of the lesson records and asks the graph only one thing, through `EntityTypes`:
+whether a name is taken.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from rapidfuzz import fuzz, process
 
@@ -22,6 +24,9 @@ from lessons.model import (
     SuccessReport,
     UpdatedLesson,
     complete_metadata,
+    iso,
+    lesson_of,
+    stored_lesson_problem,
     utc_now,
 )
 from lessons.ranking import (
@@ -39,41 +44,18 @@ from lessons.ranking import (
 )
 from lessons.signature import evidence_words
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
-from memory_graph.graph import LESSONS, GraphService
-from memory_graph.storage import Changes, Store
-from memory_graph.storage.format import Key
-from memory_graph.storage.store import retry_if_stale
+from memory_graph.graph import LESSONS, ImportSummary
+from memory_graph.storage import Key, Store, merge_records
 
 MAX_CONTEXT_CHARS = 1_048_576
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
 LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
 
 
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+class EntityTypes(Protocol):
+    """What lessons need to know of the graph: whether a name is taken, and by what type of entity."""
 
-
-def lesson_of(record: dict[str, Any]) -> Lesson:
-    pattern = record.get("errorPattern") or {}
-    return Lesson.model_validate(
-        {
-            "name": record["name"],
-            "entityType": record.get("entityType", "lesson"),
-            "observations": record.get("observations", []),
-            "errorPattern": {
-                "type": pattern.get("type") or "unknown",
-                "message": pattern.get("message") or "(no message)",
-                "context": pattern.get("context") or "",
-                **({"stackTrace": pattern["stackTrace"]} if pattern.get("stackTrace") else {}),
-            },
-            "verificationSteps": record.get("verificationSteps") or [],
-            "metadata": complete_metadata(record),
-        }
-    )
+    def entity_type(self, name: str) -> str | None: ...
 
 
 def statistic_of(record: dict[str, Any]) -> float:
@@ -86,9 +68,10 @@ def statistic_of(record: dict[str, Any]) -> float:
 
 
 class LessonService:
-    def __init__(self, store: Store, graph: GraphService) -> None:
+    def __init__(self, store: Store, names: EntityTypes) -> None:
         self.store = store
-        self.graph = graph
+        self.names = names
+        self.records: dict[str, dict[str, Any]] = {}
         self.index = LessonIndex()
         store.add_listener(self)
 
@@ -97,19 +80,21 @@ class LessonService:
             return
         for key in removed:
             if key[0] == "entity":
+                self.records.pop(key[1], None)
                 self.index.remove(key[1])
         for record in upserted:
             if record.get("type") == "entity":
+                self.records[record["name"]] = record
                 self.index.put(record)
 
     def _lesson_record(self, name: str) -> dict[str, Any]:
-        if self.graph.state.home.get(name) == LESSONS:
-            return self.graph.state.entities[name]
-        other = self.graph.state.entities.get(name)
+        record = self.records.get(name)
+        if record is not None:
+            return record
+        other = self.names.entity_type(name)
         if other is not None:
             raise NotFoundError(
-                f'"{name}" is an entity of type "{other["entityType"]}", not a lesson; '
-                "lessons are made with create_lesson"
+                f'"{name}" is an entity of type "{other}", not a lesson; lessons are made with create_lesson'
             )
         names = list(self.index.lessons)
         best = process.extractOne(name, names, scorer=fuzz.WRatio, score_cutoff=80) if names else None
@@ -117,13 +102,12 @@ class LessonService:
         raise NotFoundError(f'No lesson named "{name}".{hint}')
 
     # -- writes ------------------------------------------------------------------------------------------
-    @retry_if_stale
     def create_lesson(self, lesson: LessonInput) -> Lesson:
-        with self.store.writing():
-            existing = self.graph.state.entities.get(lesson.name)
+        with self.store.transaction() as tx:
+            existing = self.names.entity_type(lesson.name)
             if existing is not None:
                 raise ConflictError(
-                    f'the name "{lesson.name}" is already used by an entity of type "{existing["entityType"]}"; '
+                    f'the name "{lesson.name}" is already used by an entity of type "{existing}"; '
                     "names are unique across entities and lessons. Choose another name, or delete_entities it first."
                 )
             given = lesson.metadata
@@ -148,8 +132,8 @@ class LessonService:
                 "metadata": {
                     "severity": given.severity,
                     "environment": given.environment.model_dump(exclude_none=True),
-                    "createdAt": _iso(given.createdAt) or now,
-                    "updatedAt": _iso(given.updatedAt) or _iso(given.createdAt) or now,
+                    "createdAt": iso(given.createdAt) or now,
+                    "updatedAt": iso(given.updatedAt) or iso(given.createdAt) or now,
                     "frequency": given.frequency,
                     "successCount": successes,
                     "successRate": rate,
@@ -157,12 +141,12 @@ class LessonService:
                     "recentAttempts": float(given.frequency),
                 },
             }
-            self.store.commit({LESSONS: Changes(upserts=[record])})
-        return lesson_of(record)
+            created = lesson_of(record)
+            tx.upsert(LESSONS, record)
+        return created
 
-    @retry_if_stale
     def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:
-        with self.store.writing():
+        with self.store.transaction() as tx:
             record = self._lesson_record(report.lessonName)
             meta = complete_metadata(record)
             meta["frequency"] += 1
@@ -172,8 +156,10 @@ class LessonService:
             meta["recentAttempts"] = meta["recentAttempts"] * RECENCY_DECAY + 1
             meta["updatedAt"] = utc_now()
             updated = {**record, "metadata": meta}
-            self.store.commit({LESSONS: Changes(upserts=[updated])})
-        return UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
+            # The answer is made before the commit: nothing may fail once the attempt is counted.
+            answer = UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
+            tx.upsert(LESSONS, updated)
+        return answer
 
     # -- reads -------------------------------------------------------------------------------------------
     def find_similar_errors(self, pattern: ErrorQuery, limit: int = 5) -> SimilarErrors:
@@ -191,14 +177,14 @@ class LessonService:
                     explained = sum(w for word, w in (context.known or {}).items() if word in lesson.all_evidence)
                     score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained / context.known_mass
                 if score >= FIND_THRESHOLD:
-                    scored.append((score, statistic_of(self.graph.state.entities[name]), name))
+                    scored.append((score, statistic_of(self.records[name]), name))
             top = best_first(scored, lambda s: (-round(s[0], 4), -s[1], s[2]), lambda s: s[0], limit)
             matches = [
                 LessonMatch(
                     name=name,
                     score=round(score, 4),
                     successStatistic=round(statistic, 4),
-                    lesson=lesson_of(self.graph.state.entities[name]),
+                    lesson=lesson_of(self.records[name]),
                 )
                 for score, statistic, name in top
             ]
@@ -225,7 +211,7 @@ class LessonService:
                 coverage = index.message_coverage(log_query, lesson)
                 relevance = (1 - LOG_COVERAGE_WEIGHT) * best + LOG_COVERAGE_WEIGHT * coverage
                 if relevance >= RECOMMEND_THRESHOLD:
-                    statistic = statistic_of(self.graph.state.entities[name])
+                    statistic = statistic_of(self.records[name])
                     line = winner.text if winner is not None else ""
                     ranked.append((combined_score(relevance, statistic), relevance, statistic, name, line))
             top = best_first(ranked, lambda r: (-round(r[0], 4), -r[1], r[3]), lambda r: r[0], limit)
@@ -236,8 +222,36 @@ class LessonService:
                     relevance=round(relevance, 4),
                     successStatistic=round(statistic, 4),
                     matchedLine=line[:500],
-                    lesson=lesson_of(self.graph.state.entities[name]),
+                    lesson=lesson_of(self.records[name]),
                 )
                 for score, relevance, statistic, name, line in top
             ]
         return Recommendations(recommendations=results, errorLines=[line[:300] for line in lines[:20]])
+
+    # -- bulk: import and export ---------------------------------------------------------------------------
+    def import_lessons(self, records: Sequence[dict[str, Any]], summary: ImportSummary, batch: int = 500) -> None:
+        """Merge lesson records in, a batch per transaction: each is checked by the stored-lesson rule, a new name
+        is stored with complete metadata, a lesson already stored (or seen twice) gains the other's observations."""
+        for start in range(0, len(records), batch):
+            with self.store.transaction() as tx:
+                pending: dict[str, dict[str, Any]] = {}
+                for record in records[start : start + batch]:
+                    name = record["name"]
+                    problem = stored_lesson_problem(record)
+                    taken = self.names.entity_type(name) if name not in self.records else None
+                    if problem is not None:
+                        summary.invalid.append(problem)
+                        continue
+                    if taken is not None:
+                        summary.problems.append(f"lesson {name!r} skipped: the name is used by a {taken}")
+                        continue
+                    current = pending.get(name) or self.records.get(name)
+                    if current is None:
+                        summary.lessons += 1
+                        pending[name] = {**record, "metadata": complete_metadata(record)}
+                    else:
+                        pending[name] = merge_records(current, record)
+                        summary.merged += 1
+                for record in pending.values():
+                    tx.upsert(LESSONS, record)
+            summary.progress(min(start + batch, len(records)))

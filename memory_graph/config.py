@@ -57,6 +57,17 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
     return value
 
 
+def port_number(raw: str, name: str) -> int:
+    """A TCP port from text, or an error naming where it came from."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InvalidInputError(f"{name}={raw!r} is not a port number; use a whole number from 1 to 65535") from None
+    if not 1 <= value <= 65535:
+        raise InvalidInputError(f"{name}={value} is not a port number; use a whole number from 1 to 65535")
+    return value
+
+
 def default_data_dir(env: Mapping[str, str]) -> Path:
     base = env.get("XDG_DATA_HOME", "").strip()
     root = Path(base) if base else Path.home() / ".local" / "share"
@@ -115,6 +126,6 @@ class Settings:
             toolsets=toolsets,
             auth_token=env.get("MEMORY_AUTH_TOKEN", "").strip() or None,
             host=env.get("MEMORY_HOST", "").strip() or "127.0.0.1",
-            port=_int(env, "MEMORY_PORT", 8000, 1),
+            port=port_number(env.get("MEMORY_PORT", "") or "8000", "MEMORY_PORT"),
             log_level=level,
         )

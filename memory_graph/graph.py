@@ -8,7 +8,8 @@ process's. Each write validates everything first, then commits once: a failed ca
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from rapidfuzz import fuzz, process
@@ -30,8 +31,7 @@ from memory_graph.model import (
     relation_view,
 )
 from memory_graph.search import SubstringIndex, match_tier
-from memory_graph.storage.format import Key, entity_key, relation_key
-from memory_graph.storage.store import Changes, Store, retry_if_stale
+from memory_graph.storage import Key, Store, Transaction, entity_key, merge_records, relation_key
 
 MEMORY = "memory"
 LESSONS = "lesson"
@@ -45,6 +45,37 @@ def searchable_fields(record: dict[str, Any]) -> list[str]:
     if isinstance(pattern, dict):
         fields.extend(str(pattern.get(k) or "") for k in ("type", "message", "context"))
     return fields
+
+
+def deduplicated(record: dict[str, Any]) -> dict[str, Any]:
+    """An entity record as create_entities stores it: each observation once, in first-seen order."""
+    return {**record, "observations": list(dict.fromkeys(record["observations"]))}
+
+
+@dataclass
+class ImportSummary:
+    """What an import did, counted as it goes; `on_progress(done)` hears of each batch."""
+
+    entities: int = 0
+    lessons: int = 0
+    relations: int = 0
+    merged: int = 0
+    duplicates: int = 0
+    dangling: int = 0
+    problems: list[str] = field(default_factory=list)  # records skipped on purpose, each with the reason
+    invalid: list[str] = field(default_factory=list)  # records that could not be taken as they are
+    on_progress: Callable[[int], None] | None = None
+
+    def progress(self, done: int) -> None:
+        if self.on_progress is not None:
+            self.on_progress(done)
+
+
+@dataclass
+class ExportedGraph:
+    entities: list[dict[str, Any]]
+    lessons: list[dict[str, Any]]
+    relations: list[dict[str, Any]]
 
 
 class GraphState:
@@ -134,32 +165,38 @@ class GraphService:
             return f" Did you mean {json.dumps(folded[0], ensure_ascii=False)}? Names are exact and case-sensitive."
         return " Names are exact and case-sensitive; search_nodes finds entities by part of their name."
 
-    def _entity_changes(self, records: Sequence[dict[str, Any]]) -> dict[str, Changes]:
-        changes: dict[str, Changes] = {}
+    def _upsert_entities(self, tx: Transaction, records: Iterable[dict[str, Any]]) -> None:
+        """Write changed entities back to the collection that holds them (a lesson stays a lesson)."""
         for record in records:
-            changes.setdefault(self.state.home.get(record["name"], MEMORY), Changes()).upserts.append(record)
-        return changes
+            tx.upsert(self.state.home.get(record["name"], MEMORY), record)
+
+    def entity_type(self, name: str) -> str | None:
+        """The type of an entity or lesson with this exact name, or None (the read interface lessons use; call it
+        inside a store read or transaction, as the lesson service does)."""
+        record = self.state.entities.get(name)
+        return None if record is None else record["entityType"]
 
     # -- writes ------------------------------------------------------------------------------------------
-    @retry_if_stale
     def create_entities(self, entities: Sequence[Entity]) -> CreatedEntities:
-        with self.store.writing():
+        with self.store.transaction() as tx:
             created: dict[str, dict[str, Any]] = {}
             for entity in entities:
                 if entity.name in self.state.entities or entity.name in created:
                     continue
-                created[entity.name] = {
-                    "type": "entity",
-                    "name": entity.name,
-                    "entityType": entity.entityType,
-                    "observations": list(dict.fromkeys(entity.observations)),
-                }
-            self.store.commit({MEMORY: Changes(upserts=list(created.values()))})
+                created[entity.name] = deduplicated(
+                    {
+                        "type": "entity",
+                        "name": entity.name,
+                        "entityType": entity.entityType,
+                        "observations": entity.observations,
+                    }
+                )
+            for record in created.values():
+                tx.upsert(MEMORY, record)
         return CreatedEntities(entities=[Entity.model_construct(**entity_view(r)) for r in created.values()])
 
-    @retry_if_stale
     def create_relations(self, relations: Sequence[Relation]) -> CreatedRelations:
-        with self.store.writing():
+        with self.store.transaction() as tx:
             missing = list(
                 dict.fromkeys(
                     end
@@ -175,12 +212,12 @@ class GraphService:
                     f"create_entities (names are exact and case-sensitive).{self.suggest(missing[0])}"
                 )
             new = list(dict.fromkeys(r.key for r in relations if r.key not in self.state.relations))
-            self.store.commit({MEMORY: Changes(upserts=[{"type": "relation", **relation_view(k)} for k in new])})
+            for key in new:
+                tx.upsert(MEMORY, {"type": "relation", **relation_view(key)})
         return CreatedRelations(relations=[relation_model(k) for k in new])
 
-    @retry_if_stale
     def add_observations(self, additions: Sequence[ObservationAddition]) -> AddedObservationsResult:
-        with self.store.writing():
+        with self.store.transaction() as tx:
             updated: dict[str, dict[str, Any]] = {}
             results: list[AddedObservations] = []
             for addition in additions:
@@ -195,25 +232,20 @@ class GraphService:
                         "observations": [*current["observations"], *added],
                     }
                 results.append(AddedObservations(entityName=addition.entityName, addedObservations=added))
-            self.store.commit(self._entity_changes(list(updated.values())))
+            self._upsert_entities(tx, updated.values())
         return AddedObservationsResult(results=results)
 
-    @retry_if_stale
     def delete_entities(self, names: Sequence[str]) -> DeletionResult:
-        with self.store.writing():
-            changes: dict[str, Changes] = {}
+        with self.store.transaction() as tx:
             doomed = [n for n in dict.fromkeys(names) if n in self.state.entities]
             for name in doomed:
-                changes.setdefault(self.state.home[name], Changes()).deletes.append(entity_key(name))
-            relations = self.state.relations_touching(doomed)
-            if relations:
-                changes.setdefault(MEMORY, Changes()).deletes.extend(relation_key(*k) for k in relations)
-            self.store.commit(changes)
+                tx.delete(self.state.home[name], entity_key(name))
+            for key in self.state.relations_touching(doomed):
+                tx.delete(MEMORY, relation_key(*key))
         return DeletionResult(success=True, message="Entities deleted successfully")
 
-    @retry_if_stale
     def delete_observations(self, deletions: Sequence[ObservationDeletion]) -> DeletionResult:
-        with self.store.writing():
+        with self.store.transaction() as tx:
             updated: dict[str, dict[str, Any]] = {}
             for deletion in deletions:
                 current = updated.get(deletion.entityName) or self.state.entities.get(deletion.entityName)
@@ -223,15 +255,74 @@ class GraphService:
                 kept = [o for o in current["observations"] if o not in unwanted]
                 if len(kept) != len(current["observations"]):
                     updated[deletion.entityName] = {**current, "observations": kept}
-            self.store.commit(self._entity_changes(list(updated.values())))
+            self._upsert_entities(tx, updated.values())
         return DeletionResult(success=True, message="Observations deleted successfully")
 
-    @retry_if_stale
     def delete_relations(self, relations: Sequence[Relation]) -> DeletionResult:
-        with self.store.writing():
-            doomed = [k for k in dict.fromkeys(r.key for r in relations) if k in self.state.relations]
-            self.store.commit({MEMORY: Changes(deletes=[relation_key(*k) for k in doomed])})
+        with self.store.transaction() as tx:
+            for key in dict.fromkeys(r.key for r in relations):
+                if key in self.state.relations:
+                    tx.delete(MEMORY, relation_key(*key))
         return DeletionResult(success=True, message="Relations deleted successfully")
+
+    # -- bulk: import and export -------------------------------------------------------------------------
+    def import_entities(self, records: Sequence[dict[str, Any]], summary: ImportSummary, batch: int = 500) -> None:
+        """Merge entity records in, a batch per transaction (decided and committed under the lock): a new name is
+        created with its observations once each; a name already stored, or seen twice, keeps the union of the
+        observations (the first copy's other fields)."""
+        for start in range(0, len(records), batch):
+            with self.store.transaction() as tx:
+                pending: dict[str, dict[str, Any]] = {}
+                for record in records[start : start + batch]:
+                    name = record["name"]
+                    home = self.state.home.get(name, MEMORY)
+                    if home != MEMORY:
+                        summary.problems.append(f"entity {name!r} skipped: the name is used by a lesson")
+                        continue
+                    current = pending.get(name) or self.state.entities.get(name)
+                    merged = merge_records(current, record) if current is not None else deduplicated(record)
+                    if current is None:
+                        summary.entities += 1
+                    elif merged["observations"] != current["observations"]:
+                        summary.merged += 1
+                    else:
+                        summary.duplicates += 1
+                    pending[name] = merged
+                for record in pending.values():
+                    tx.upsert(MEMORY, record)
+            summary.progress(min(start + batch, len(records)))
+
+    def import_relations(self, records: Sequence[dict[str, Any]], summary: ImportSummary, batch: int = 500) -> None:
+        """Add relation records, a batch per transaction; existing ones are skipped, and so (reported) are
+        relations whose ends do not exist, as create_relations refuses them."""
+        for start in range(0, len(records), batch):
+            with self.store.transaction() as tx:
+                seen: set[RelationKey] = set()
+                for record in records[start : start + batch]:
+                    key = (record["from"], record["to"], record["relationType"])
+                    missing = [end for end in key[:2] if end not in self.state.entities]
+                    if missing:
+                        summary.dangling += 1
+                        ends = ", ".join(map(repr, missing))
+                        summary.problems.append(f"relation {key[0]!r} -{key[2]}-> {key[1]!r} skipped: no entity {ends}")
+                    elif key in self.state.relations or key in seen:
+                        summary.duplicates += 1
+                    else:
+                        seen.add(key)
+                        summary.relations += 1
+                        tx.upsert(MEMORY, {"type": "relation", **relation_view(key)})
+            summary.progress(min(start + batch, len(records)))
+
+    def export(self) -> ExportedGraph:
+        """Every record, in creation order: plain entities, lessons (entities of the lesson collection), relations."""
+        with self.store.reading():
+            state = self.state
+            names = sorted(state.entities, key=state.ordinal)
+            return ExportedGraph(
+                entities=[state.entities[n] for n in names if state.home[n] == MEMORY],
+                lessons=[state.entities[n] for n in names if state.home[n] == LESSONS],
+                relations=[{"type": "relation", **relation_view(key)} for key in state.relations],
+            )
 
     # -- reads -------------------------------------------------------------------------------------------
     def warm_up(self, slice_size: int = 2000) -> None:

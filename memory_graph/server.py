@@ -1,4 +1,4 @@
-"""The MCP adapter and composition root: builds the store and services from Settings, registers the tools.
+"""The MCP adapter: registers the tools, prompts and resource on services built by the composition root (app.py).
 
 Each tool validates its input through pydantic models, calls one service method and returns the model as
 structured content plus its compact JSON as text. Domain errors become tool errors here, and only here.
@@ -38,9 +38,10 @@ from lessons.model import (
 )
 from lessons.service import MAX_CONTEXT_CHARS, LessonService
 from memory_graph import __version__, argument_errors, prompts
+from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
-from memory_graph.graph import LESSONS, MEMORY, GraphService
+from memory_graph.graph import GraphService
 from memory_graph.model import (
     AddedObservationsResult,
     CreatedEntities,
@@ -58,13 +59,24 @@ from memory_graph.subscriptions import GraphSubscriptions
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 
-INSTRUCTIONS = (
+GRAPH_INSTRUCTIONS = (
     "A long-term memory. The knowledge graph holds entities (people, organizations, projects, events) with "
     "observations and active-voice relations between them: search_nodes or open_nodes before answering from "
-    "memory, create_entities/create_relations/add_observations to remember. Lessons remember errors and their "
-    "fixes: on an error call find_similar_errors first; after fixing one, create_lesson; after trying a "
-    "lesson, update_lesson_success."
+    "memory, create_entities/create_relations/add_observations to remember."
 )
+LESSON_INSTRUCTIONS = (
+    "Lessons remember errors and their fixes: on an error call find_similar_errors first; after fixing one, "
+    "create_lesson; after trying a lesson, update_lesson_success."
+)
+
+
+def instructions(toolsets: tuple[str, ...]) -> str:
+    """What the server tells the client it offers: only the tool sets it serves."""
+    parts = [GRAPH_INSTRUCTIONS if "graph" in toolsets else "A long-term memory.", ""]
+    if "lessons" in toolsets:
+        parts[1] = LESSON_INSTRUCTIONS
+    return " ".join(p for p in parts if p)
+
 
 CREATE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -121,11 +133,25 @@ def tool_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
 
 @dataclass
 class App:
-    settings: Settings
-    store: Store
-    graph: GraphService
-    lessons: LessonService
+    services: Services
     server: MCPServer
+    subscriptions: GraphSubscriptions
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    @property
+    def store(self) -> Store:
+        return self.services.store
+
+    @property
+    def graph(self) -> GraphService:
+        return self.services.graph
+
+    @property
+    def lessons(self) -> LessonService:
+        return self.services.lessons
 
     def start_loading(self) -> None:
         """Load the files in the background, so `initialize` is answered at once even for a huge graph.
@@ -140,26 +166,22 @@ class App:
             self.graph.warm_up()
         except MemoryGraphError as exc:
             log.error("could not load the memory: %s", exc)
-
-
-def build_store(settings: Settings) -> Store:
-    return Store({MEMORY: settings.memory_file, LESSONS: settings.lesson_file}, shard_lines=settings.shard_lines)
+            return
+        self.subscriptions.watch(self.store.poll)
 
 
 def build_app(settings: Settings) -> App:
-    store = build_store(settings)
-    graph = GraphService(store, settings.max_response_chars)
-    lessons = LessonService(store, graph)
-    server = MemoryGraphServer("memory-graph", version=__version__, instructions=INSTRUCTIONS)
+    services = build_services(settings)
+    server = MemoryGraphServer("memory-graph", version=__version__, instructions=instructions(settings.toolsets))
     if "graph" in settings.toolsets:
-        register_graph_tools(server, graph)
+        register_graph_tools(server, services.graph)
     if "lessons" in settings.toolsets:
-        register_lesson_tools(server, lessons)
-    register_prompts_and_resources(server, graph)
+        register_lesson_tools(server, services.lessons)
+    register_prompts_and_resources(server, services.graph, settings.toolsets)
     subscriptions = GraphSubscriptions()
-    store.add_listener(subscriptions)
+    services.store.add_listener(subscriptions)
     server.serve_subscriptions(subscriptions)
-    return App(settings=settings, store=store, graph=graph, lessons=lessons, server=server)
+    return App(services=services, server=server, subscriptions=subscriptions)
 
 
 def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
@@ -288,7 +310,7 @@ def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
         return structured(lessons.get_lesson_recommendations(context, limit))
 
 
-def register_prompts_and_resources(server: MCPServer, graph: GraphService) -> None:
+def register_prompts_and_resources(server: MCPServer, graph: GraphService, toolsets: tuple[str, ...]) -> None:
     @server.prompt(name="personalization", title="Personalization (custom instructions)")
     def personalization(
         user_name: Annotated[str, Field(description="Who the assistant talks to")] = "default_user",
@@ -297,13 +319,15 @@ def register_prompts_and_resources(server: MCPServer, graph: GraphService) -> No
         identity, behaviours, preferences, goals and relationships, and store them as entities and relations."""
         return prompts.personalization(user_name.strip() or "default_user")
 
-    @server.prompt(name="lesson-workflow", title="Lessons workflow")
-    def lesson_workflow(
-        error: Annotated[str, Field(description="Optional: the error at hand")] = "",
-    ) -> str:
-        """How to use lessons: find_similar_errors first on an error, create_lesson after a fix,
-        update_lesson_success after trying a lesson."""
-        return prompts.lesson_workflow(error)
+    if "lessons" in toolsets:
+
+        @server.prompt(name="lesson-workflow", title="Lessons workflow")
+        def lesson_workflow(
+            error: Annotated[str, Field(description="Optional: the error at hand")] = "",
+        ) -> str:
+            """How to use lessons: find_similar_errors first on an error, create_lesson after a fix,
+            update_lesson_success after trying a lesson."""
+            return prompts.lesson_workflow(error)
 
     @server.resource(
         "memory://knowledge-graph",

@@ -6,6 +6,9 @@ The store calls `records_changed` from whichever thread committed or noticed the
 scheduled on the event loop of the session that subscribed. It goes out on the channel of the subscribe
 request, which on stdio is the connection itself; a subscription whose channel is gone (an HTTP request
 that has ended) is dropped at its first failed notification.
+
+Another process's commit is noticed when this process next looks at the store; so that an idle subscriber
+hears of it too, `watch` polls the store (one small stamp read) every half second while anyone is subscribed.
 """
 
 from __future__ import annotations
@@ -13,16 +16,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-from memory_graph.storage.format import Key
+from memory_graph.errors import MemoryGraphError
+from memory_graph.storage import Key
 
 log = logging.getLogger(__name__)
 GRAPH_URI = "memory://knowledge-graph"
+POLL_SECONDS = 0.5
 
 
 def connection_key(ctx: ServerRequestContext[Any]) -> int:
@@ -38,6 +44,7 @@ class GraphSubscriptions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: dict[int, tuple[ServerSession, asyncio.AbstractEventLoop]] = {}
+        self._stopped = threading.Event()
 
     async def subscribe(self, ctx: ServerRequestContext[Any], params: SubscribeRequestParams) -> EmptyResult:
         if str(params.uri) == GRAPH_URI:
@@ -50,6 +57,25 @@ class GraphSubscriptions:
             with self._lock:
                 self._sessions.pop(connection_key(ctx), None)
         return EmptyResult()
+
+    def watch(self, poll: Callable[[], None]) -> None:
+        """Poll for other processes' changes in a daemon thread, while there are subscribers."""
+
+        def loop() -> None:
+            while not self._stopped.wait(POLL_SECONDS):
+                with self._lock:
+                    idle = not self._sessions
+                if idle:
+                    continue
+                try:
+                    poll()
+                except MemoryGraphError as exc:
+                    log.warning("could not look for other processes' changes: %s", exc)
+
+        threading.Thread(target=loop, name="memory-graph-watch", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopped.set()
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         with self._lock:

@@ -7,17 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from memory_graph.graph import LESSONS, MEMORY, GraphService
-from memory_graph.storage import Store
+from memory_graph.app import Services, services_for_folder
+from memory_graph.graph import GraphService
 
 TINY_SHARD = 3
 
 
+def open_services(folder: Path, shard_lines: int = TINY_SHARD, max_response_chars: int = 80_000) -> Services:
+    services = services_for_folder(folder, shard_lines, max_response_chars)
+    services.store.open()
+    return services
+
+
 def open_graph(folder: Path, shard_lines: int = TINY_SHARD, max_response_chars: int = 80_000) -> GraphService:
-    store = Store({MEMORY: folder / "memory.json", LESSONS: folder / "lesson.json"}, shard_lines=shard_lines)
-    service = GraphService(store, max_response_chars)
-    store.open()
-    return service
+    return open_services(folder, shard_lines, max_response_chars).graph
 
 
 @pytest.fixture

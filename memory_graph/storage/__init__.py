@@ -1,5 +1,36 @@
-"""The sharded, crash-safe JSON Lines store (see store.py for the protocol)."""
+"""The sharded, crash-safe JSON Lines store. This is the package's face: nothing outside `storage/` imports
+its modules directly (tests/test_architecture.py checks it).
 
-from memory_graph.storage.store import Changes, Store
+- codec.py: the one line parser and writer; record identity; the merge rule for copies of a record
+- layout.py: the one naming rule for shards and the lock, journal and stamp files
+- files.py: atomic replace and the commit journal
+- stamp.py: the generation stamp that tells processes about each other's commits
+- collection.py: one collection's shards in memory, and reloading what changed on disk
+- placement.py: which shards a change rewrites
+- check.py: check and repair
+- store.py: the store: locking, transactions, commits, check
+- sources.py: reading other memories' files for import
+"""
 
-__all__ = ["Changes", "Store"]
+from memory_graph.storage.check import CheckReport
+from memory_graph.storage.codec import Key, RecordCheck, entity_key, merge_records, record_key, relation_key
+from memory_graph.storage.files import atomic_write
+from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
+from memory_graph.storage.store import ChangeListener, Store, Transaction
+
+__all__ = [
+    "ChangeListener",
+    "CheckReport",
+    "Key",
+    "RecordCheck",
+    "SourceRecord",
+    "Store",
+    "Transaction",
+    "atomic_write",
+    "entity_key",
+    "files_to_import",
+    "merge_records",
+    "read_source",
+    "record_key",
+    "relation_key",
+]

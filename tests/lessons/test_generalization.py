@@ -12,8 +12,7 @@ import pytest
 
 from lessons.model import ErrorQuery, LessonInput
 from lessons.service import LessonService
-from memory_graph.graph import LESSONS, MEMORY, GraphService
-from memory_graph.storage import Store
+from memory_graph.app import services_for_folder
 
 LESSONS_BY_NAME = {
     "PY_MODULE_NOT_FOUND": (
@@ -113,8 +112,7 @@ QUERIES = [
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> LessonService:
     folder: Path = tmp_path_factory.mktemp("generalization")
-    store = Store({MEMORY: folder / "memory.json", LESSONS: folder / "lesson.json"})
-    lessons = LessonService(store, GraphService(store, 80_000))
+    lessons = services_for_folder(folder).lessons
     for name, (kind, message, observations) in LESSONS_BY_NAME.items():
         lessons.create_lesson(
             LessonInput(

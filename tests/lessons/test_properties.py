@@ -3,19 +3,18 @@ lessons (fields, observations, outcome counts), and find_similar_errors answers 
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lessons.model import ErrorQuery, LessonInput, SuccessReport
-from lessons.service import LessonService
+from memory_graph.app import Services
 from memory_graph.errors import MemoryGraphError
-from memory_graph.graph import LESSONS, MEMORY, GraphService
 from memory_graph.model import ObservationAddition
-from memory_graph.storage import Store
+from tests.conftest import open_services
 
 NAMES = st.sampled_from(["L1", "L2", "L3", "L4"])
 MESSAGES = st.sampled_from(
@@ -30,18 +29,38 @@ operation = st.one_of(
 )
 
 
-def open_service(folder: Path) -> LessonService:
-    store = Store({MEMORY: folder / "memory.json", LESSONS: folder / "lesson.json"}, shard_lines=2)
-    return LessonService(store, GraphService(store, 80_000))
+def open_service(folder: Path) -> Services:
+    return open_services(folder, shard_lines=2)
 
 
-def lessons_of(service: LessonService) -> list[tuple]:
-    found = service.find_similar_errors(ErrorQuery(message="KeyError: 'y'"), limit=50)
+def lessons_of(services: Services) -> list[Any]:
+    found = services.lessons.find_similar_errors(ErrorQuery(message="KeyError: 'y'"), limit=50)
     records = sorted(
         (name, tuple(r["observations"]), r["metadata"]["frequency"], r["metadata"]["successCount"])
-        for name, r in service.graph.state.entities.items()
+        for name, r in services.lessons.records.items()
     )
     return [records, [(m.name, m.score) for m in found.matches]]
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.json"))}
+
+
+def apply(services: Services, op: tuple[Any, ...]) -> None:
+    if op[0] == "create":
+        services.lessons.create_lesson(
+            LessonInput(
+                name=op[1],
+                errorPattern={"type": "runtime", "message": op[2]},
+                metadata={"frequency": op[3], "successRate": 0.5 if op[3] else 0.0},
+            )
+        )
+    elif op[0] == "outcome":
+        services.lessons.update_lesson_success(SuccessReport(lessonName=op[1], success=op[2]))
+    elif op[0] == "observe":
+        services.graph.add_observations([ObservationAddition(entityName=op[1], contents=[op[2]])])
+    else:
+        services.graph.delete_entities([op[1]])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -50,21 +69,11 @@ def test_lessons_reload_to_the_same_state(ops: list) -> None:
     with tempfile.TemporaryDirectory() as folder:
         service = open_service(Path(folder))
         for op in ops:
-            with contextlib.suppress(MemoryGraphError):  # refused calls change nothing: checked below
-                if op[0] == "create":
-                    service.create_lesson(
-                        LessonInput(
-                            name=op[1],
-                            errorPattern={"type": "runtime", "message": op[2]},
-                            metadata={"frequency": op[3], "successRate": 0.5 if op[3] else 0.0},
-                        )
-                    )
-                elif op[0] == "outcome":
-                    service.update_lesson_success(SuccessReport(lessonName=op[1], success=op[2]))
-                elif op[0] == "observe":
-                    service.graph.add_observations([ObservationAddition(entityName=op[1], contents=[op[2]])])
-                else:
-                    service.graph.delete_entities([op[1]])
+            before = (files_of(Path(folder)), lessons_of(service))
+            try:
+                apply(service, op)
+            except MemoryGraphError:
+                assert (files_of(Path(folder)), lessons_of(service)) == before, f"refused {op} changed something"
         expected = lessons_of(service)
         assert lessons_of(open_service(Path(folder))) == expected
         for shard in Path(folder).glob("lesson*.json"):

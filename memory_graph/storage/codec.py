@@ -1,4 +1,4 @@
-"""The line format: one JSON object per line, the official `server-memory` format.
+"""The codec: the one line parser and writer of the store, in the official `server-memory` line format.
 
     {"type":"entity","name":"Alice","entityType":"person","observations":["likes tea"]}
     {"type":"relation","from":"Alice","to":"Acme","relationType":"works_at"}
@@ -11,6 +11,7 @@ an entity without `observations`) and strict where it is not: such a line is a `
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ from memory_graph.errors import LineProblem
 
 Key = tuple[str, ...]
 """Identity of a record: ("entity", name) or ("relation", from, to, relationType)."""
+
+RecordCheck = Callable[[dict[str, Any]], str | None]
+"""A collection's own rule for its records (lessons have one): why a normalized record is unusable, or None."""
 
 
 def entity_key(name: str) -> Key:
@@ -155,7 +159,16 @@ def _parse_all_at_once(lines: list[str]) -> list[Any] | None:
     return items
 
 
-def parse_text(path: Path, text: str) -> ParsedFile:
+def _checked(item: Any, check: RecordCheck | None) -> tuple[dict[str, Any] | None, str]:
+    record, why = normalize_record(item)
+    if record is not None and check is not None:
+        problem = check(record)
+        if problem is not None:
+            return None, problem
+    return record, why
+
+
+def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> ParsedFile:
     """Parse a whole shard. Splits on "\\n" only: U+2028 inside a string is data, not a line break."""
     parsed = ParsedFile()
     present = [
@@ -166,7 +179,7 @@ def parse_text(path: Path, text: str) -> ParsedFile:
     items = _parse_all_at_once([line for _, line in present])
     if items is not None:
         for item, (number, line) in zip(items, present, strict=True):
-            record, _ = normalize_record(item)
+            record, _ = _checked(item, check)
             if record is None:
                 break  # a valid object that is not a record: let the careful path name its line
             parsed.add(record, line, number)
@@ -175,7 +188,7 @@ def parse_text(path: Path, text: str) -> ParsedFile:
         parsed = ParsedFile()
     for number, line in present:
         try:
-            record, why = normalize_record(json.loads(line))
+            record, why = _checked(json.loads(line), check)
         except json.JSONDecodeError as exc:
             record, why = None, f"not valid JSON ({exc.msg} at column {exc.colno})"
         except RecursionError:
@@ -184,4 +197,25 @@ def parse_text(path: Path, text: str) -> ParsedFile:
             parsed.problems.append(LineProblem(path, number, why))
             continue
         parsed.add(record, line, number)
+    return parsed
+
+
+def read_shard_file(path: Path, check: RecordCheck | None = None) -> ParsedFile:
+    """Parse a shard; bytes that are not UTF-8 make their line a problem instead of failing the file."""
+    data = path.read_bytes()
+    try:
+        return parse_text(path, data.decode("utf-8"), check)
+    except UnicodeDecodeError:
+        pass
+    parsed = parse_text(path, data.decode("utf-8", errors="replace"), check)
+    undecodable: dict[int, str] = {}
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            undecodable[number] = f"not UTF-8 text ({exc.reason})"
+    parsed.without_lines(set(undecodable))
+    problems = {p.line_number: p for p in parsed.problems}
+    problems.update((n, LineProblem(path, n, why)) for n, why in undecodable.items())
+    parsed.problems = [problems[n] for n in sorted(problems)]
     return parsed

@@ -1,4 +1,5 @@
-"""The admin CLI as a user runs it: import, export, stats, check, repair."""
+"""The admin CLI as a user runs it: import, export, stats, check, repair; in process (`main(argv)`), and a few
+through a real subprocess."""
 
 from __future__ import annotations
 
@@ -6,20 +7,41 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from memory_graph.cli import main
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(folder: Path, *args: str, shard_lines: int = 3) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "MEMORY_FILE_PATH": str(folder / "store" / "memory.json"),
-        "MEMORY_SHARD_LINES": str(shard_lines),
-        "PYTHONPATH": str(ROOT),
-    }
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
+    """`memory-graph ARGS` in this process, on `<folder>/store/memory.json` at a 3-line shard size."""
+
+    def invoke(folder: Path, *args: str) -> Ran:
+        monkeypatch.setenv("MEMORY_FILE_PATH", str(folder / "store" / "memory.json"))
+        monkeypatch.setenv("MEMORY_SHARD_LINES", "3")
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return invoke
+
+
+def run_process(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEMORY_FILE_PATH": str(folder / "store" / "memory.json"), "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "memory_graph", *args], env=env, capture_output=True, text=True, timeout=120
     )
@@ -71,13 +93,15 @@ def fork_files(folder: Path) -> Path:
     return fork
 
 
-def test_import_merges_official_and_fork_files_and_skips_duplicates(tmp_path: Path) -> None:
+def test_import_merges_official_and_fork_files_and_skips_duplicates(tmp_path: Path, run: Callable[..., Ran]) -> None:
     official = official_file(tmp_path)
     fork = fork_files(tmp_path)
     first = run(tmp_path, "import", str(official), str(fork / "memory.json"))
     assert first.returncode == 0, first.stderr
     assert "imported 4 entities, 2 relations, 1 lessons" in first.stdout
-    assert "skipped 1 duplicates and 1 relations whose ends do not exist" in first.stdout
+    assert "merged 1 into names already there" in first.stdout  # Alice twice: one entity, both observations
+    assert "skipped 0 duplicates and 1 relations whose ends do not exist" in first.stdout
+    assert "'Ghost'" in first.stderr
     again = run(tmp_path, "import", str(official), str(fork))
     assert "imported 0 entities, 0 relations, 0 lessons" in again.stdout
     stats = json.loads(run(tmp_path, "stats").stdout)
@@ -90,7 +114,7 @@ def test_import_merges_official_and_fork_files_and_skips_duplicates(tmp_path: Pa
     assert run(tmp_path, "check").returncode == 0
 
 
-def test_export_formats(tmp_path: Path) -> None:
+def test_export_formats(tmp_path: Path, run: Callable[..., Ran]) -> None:
     run(tmp_path, "import", str(official_file(tmp_path)), str(fork_files(tmp_path)))
     jsonl = run(tmp_path, "export").stdout.splitlines()
     records = [json.loads(line) for line in jsonl]
@@ -105,7 +129,7 @@ def test_export_formats(tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8") == dot
 
 
-def test_check_finds_each_kind_of_problem_and_repair_keeps_every_byte(tmp_path: Path) -> None:
+def test_check_finds_each_kind_of_problem_and_repair_keeps_every_byte(tmp_path: Path, run: Callable[..., Ran]) -> None:
     run(tmp_path, "import", str(official_file(tmp_path)), str(fork_files(tmp_path)))
     store = tmp_path / "store"
     first = store / "memory.json"
@@ -124,7 +148,7 @@ def test_check_finds_each_kind_of_problem_and_repair_keeps_every_byte(tmp_path: 
     checked = run(tmp_path, "check")
     assert checked.returncode == 1
     assert f"{first}:2:" in checked.stdout
-    assert "stored in 2 shards" in checked.stdout
+    assert "is stored 2 times" in checked.stdout
     assert "journal" in checked.stdout
 
     repaired = run(tmp_path, "repair")
@@ -140,13 +164,13 @@ def test_check_finds_each_kind_of_problem_and_repair_keeps_every_byte(tmp_path: 
     assert entities[copy["name"]]["observations"] == copy["observations"]  # the copies were merged
 
 
-def test_import_of_a_missing_path_says_so(tmp_path: Path) -> None:
+def test_import_of_a_missing_path_says_so(tmp_path: Path, run: Callable[..., Ran]) -> None:
     result = run(tmp_path, "import", str(tmp_path / "nope.jsonl"))
     assert result.returncode == 1 and "nothing to import" in result.stderr
 
 
 @pytest.mark.slow
-def test_the_official_server_reads_our_export(tmp_path: Path) -> None:
+def test_the_official_server_reads_our_export(tmp_path: Path, run: Callable[..., Ran]) -> None:
     reference = ROOT / ".ci" / "reference" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist"
     if not (reference / "index.js").exists():
         pytest.skip("the reference server is not installed (.ci/run installs it with npm)")
@@ -182,6 +206,6 @@ def test_the_official_server_reads_our_export(tmp_path: Path) -> None:
 
 
 def test_version_and_help(tmp_path: Path) -> None:
-    assert run(tmp_path, "--version").stdout.startswith("memory-graph ")
-    helped = run(tmp_path, "--help").stdout
+    assert run_process(tmp_path, "--version").stdout.startswith("memory-graph ")
+    helped = run_process(tmp_path, "--help").stdout
     assert all(command in helped for command in ("serve", "import", "export", "stats", "check", "repair"))

@@ -1,0 +1,50 @@
+"""The composition root: the one place that turns Settings into a store and the services on it.
+
+The MCP adapter (server.py), the HTTP transport (http.py) and the CLI (cli.py) all start here; nothing below
+reads configuration. This module imports no protocol package, so admin commands start without the MCP SDK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lessons.model import stored_lesson_problem
+from lessons.service import LessonService
+from memory_graph.config import Settings
+from memory_graph.graph import LESSONS, MEMORY, GraphService
+from memory_graph.storage import Store
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: Store
+    graph: GraphService
+    lessons: LessonService
+
+
+def open_store(memory_file: Path, lesson_file: Path, shard_lines: int = 1000) -> Store:
+    """The store of one memory: the graph's collection and the lessons' (whose records follow the lesson rule)."""
+    return Store(
+        {MEMORY: memory_file, LESSONS: lesson_file},
+        shard_lines=shard_lines,
+        record_checks={LESSONS: stored_lesson_problem},
+    )
+
+
+def build_services(settings: Settings) -> Services:
+    store = open_store(settings.memory_file, settings.lesson_file, settings.shard_lines)
+    graph = GraphService(store, settings.max_response_chars)
+    return Services(settings, store, graph, LessonService(store, graph))
+
+
+def services_for_folder(folder: Path, shard_lines: int = 1000, max_response_chars: int = 80_000) -> Services:
+    """Services on `memory.json` and `lesson.json` in a folder, with default settings otherwise (tests, benches)."""
+    settings = Settings(
+        memory_file=folder / "memory.json",
+        lesson_file=folder / "lesson.json",
+        shard_lines=shard_lines,
+        max_response_chars=max_response_chars,
+    )
+    return build_services(settings)

@@ -1,0 +1,237 @@
+"""The command line: `memory-graph [serve|import|export|stats|check|repair] ...` (serve is the default).
+
+A thin adapter: it parses flags, calls the store or a service, and prints. Only `serve` imports the MCP SDK.
+Logs go to stderr; on stdio, stdout carries nothing but the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from memory_graph import __version__
+from memory_graph.app import Services, build_services
+from memory_graph.config import Settings, port_number
+from memory_graph.errors import InvalidInputError, MemoryGraphError, StorageError
+from memory_graph.export import FORMATS, render
+from memory_graph.graph import ImportSummary
+from memory_graph.storage import atomic_write, files_to_import, read_source
+
+COMMANDS = ("serve", "import", "export", "stats", "check", "repair")
+
+
+def port_argument(raw: str) -> int:
+    try:
+        return port_number(raw, "--port")
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memory-graph",
+        description="A long-term memory for AI assistants: an MCP knowledge-graph and lessons server. "
+        "The store is the one MEMORY_FILE_PATH (and LESSON_FILE_PATH) name.",
+    )
+    parser.add_argument("--version", action="version", version=f"memory-graph {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser("serve", help="serve MCP (the default command)")
+    for target in (parser, serve):
+        target.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default: stdio")
+        target.add_argument("--host", help="HTTP bind address (default 127.0.0.1, or MEMORY_HOST)")
+        target.add_argument("--port", type=port_argument, help="HTTP port, 1-65535 (default 8000, or MEMORY_PORT)")
+    importing = commands.add_parser(
+        "import",
+        help="merge an official memory.jsonl, or the lessons fork's memory.json/lesson.json (with -N shards and "
+        "file_registry.json), into the store; a name seen twice keeps the union of its observations",
+    )
+    importing.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    exporting = commands.add_parser("export", help="write the whole memory out")
+    exporting.add_argument("--format", choices=FORMATS, default="jsonl")
+    exporting.add_argument("--output", type=Path, help="file to write (default: standard output)")
+    commands.add_parser("stats", help="counts by type, shards and file sizes (JSON)")
+    commands.add_parser("check", help="validate every shard; exit 1 when anything is wrong")
+    commands.add_parser("repair", help="set aside bad and duplicate lines, finish or set aside a broken commit")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except MemoryGraphError as exc:
+        print(f"memory-graph: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level, format="memory-graph %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command in (None, "serve"):
+            return serve(settings, args)
+        return ADMIN[args.command](build_services(settings), args)
+    except MemoryGraphError as exc:
+        print(f"memory-graph: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def serve(settings: Settings, args: argparse.Namespace) -> int:
+    from memory_graph.server import build_app
+
+    app = build_app(settings)
+    if args.transport == "stdio":
+        from memory_graph.stdio import run_stdio
+
+        app.start_loading()
+        return run_stdio(app.server)
+    from memory_graph.http import check_binding, run_http
+
+    host = args.host or settings.host
+    check_binding(host, settings.auth_token)
+    app.start_loading()
+    return run_http(app, host=host, port=args.port or settings.port)
+
+
+def check(services: Services, args: argparse.Namespace) -> int:
+    found = services.store.check()
+    for line in found.problems:
+        print(f"problem: {line}")
+    for line in found.notes:
+        print(f"note: {line}")
+    print("ok" if found.ok else f"{len(found.problems)} problem(s); `memory-graph repair` fixes them")
+    return 0 if found.ok else 1
+
+
+def repair(services: Services, args: argparse.Namespace) -> int:
+    found = services.store.check(fix=True)
+    print("\n".join(found.repaired) if found.repaired else "nothing to repair")
+    for line in found.problems:
+        print(f"still a problem: {line}")
+    return 0 if found.ok else 1
+
+
+def stats(services: Services, args: argparse.Namespace) -> int:
+    exported = services.graph.export()
+    shards = services.store.describe()
+    kinds = {"memory": exported.entities, "lesson": exported.lessons}
+    out = {}
+    for name, files in shards.items():
+        types = Counter(r["entityType"] for r in kinds.get(name, []))
+        relations = Counter(r["relationType"] for r in exported.relations) if name == "memory" else Counter()
+        out[name] = {
+            "entities": sum(types.values()),
+            "relations": sum(relations.values()),
+            "entityTypes": dict(types.most_common()),
+            "relationTypes": dict(relations.most_common()),
+            "shards": files,
+            "bytes": sum(f["bytes"] for f in files),
+        }
+    print(json.dumps(out, indent=2, ensure_ascii=False))
+    return 0
+
+
+def export(services: Services, args: argparse.Namespace) -> int:
+    exported = services.graph.export()
+    text = render(exported, args.format)
+    count = len(exported.entities) + len(exported.lessons) + len(exported.relations)
+    if args.output is None:
+        return write_stdout(text)
+    target = args.output.expanduser().absolute()
+    if target.resolve() in services.store.paths():
+        raise InvalidInputError(f"--output {args.output} is one of the store's own files; choose another file")
+    if not target.parent.is_dir():
+        raise InvalidInputError(f"--output {args.output}: the folder {target.parent} does not exist; create it first")
+    try:
+        atomic_write(target, text)
+    except OSError as exc:
+        raise StorageError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+    print(f"exported {count} records to {args.output}", file=sys.stderr)
+    return 0
+
+
+def write_stdout(text: str) -> int:
+    """Write to standard output; a reader that went away (`export | head`) is not an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the pipe again when it flushes at exit; point stdout at nothing instead.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def import_(services: Services, args: argparse.Namespace) -> int:
+    from lessons.model import is_lesson_record
+
+    files = files_to_import(args.paths)
+    unreadable: list[str] = []
+    entities: list[dict[str, Any]] = []
+    lessons: list[dict[str, Any]] = []
+    relations: list[dict[str, Any]] = []
+    for path in files:
+        for item in read_source(path):
+            if item.record is None:
+                unreadable.append(item.problem)
+            elif item.record["type"] == "relation":
+                relations.append(item.record)
+            else:
+                (lessons if is_lesson_record(item.record) else entities).append(item.record)
+    summary = ImportSummary()
+    bar = ProgressBar("importing", total=len(lessons) + len(entities) + len(relations))
+    for offset, step in (
+        (0, lambda: services.lessons.import_lessons(lessons, summary)),
+        (len(lessons), lambda: services.graph.import_entities(entities, summary)),
+        (len(lessons) + len(entities), lambda: services.graph.import_relations(relations, summary)),
+    ):
+        summary.on_progress = lambda done, offset=offset: bar(offset + done)
+        step()
+    invalid = [*unreadable, *summary.invalid]
+    print(
+        f"imported {summary.entities} entities, {summary.relations} relations, {summary.lessons} lessons "
+        f"from {len(files)} file(s); merged {summary.merged} into names already there; skipped "
+        f"{summary.duplicates} duplicates and {summary.dangling} relations whose ends do not exist"
+    )
+    report_problems("skipped", summary.problems)
+    report_problems("could not be read, so were not imported (fix them and import again)", invalid)
+    return 1 if invalid else 0
+
+
+def report_problems(what: str, problems: list[str], shown: int = 50) -> None:
+    if problems:
+        print(f"{len(problems)} record(s) {what}:", file=sys.stderr)
+    for problem in problems[:shown]:
+        print(f"  {problem}", file=sys.stderr)
+    if len(problems) > shown:
+        print(f"  ... and {len(problems) - shown} more", file=sys.stderr)
+
+
+ADMIN = {"check": check, "repair": repair, "stats": stats, "export": export, "import": import_}
+
+
+class ProgressBar:
+    """A progress bar on stderr, shown only once the work has taken more than a moment."""
+
+    def __init__(self, label: str, total: int, stream: TextIO | None = None, delay: float = 0.5) -> None:
+        self.label, self.total, self.stream, self.delay = label, total, stream or sys.stderr, delay
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.started < self.delay or (now - self.last < 0.1 and done < self.total):
+            return
+        self.last = now
+        width = 30
+        filled = int(width * done / self.total) if self.total else width
+        end = "\n" if done >= self.total else ""
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total}{end}")
+        self.stream.flush()

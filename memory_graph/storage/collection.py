@@ -1,0 +1,209 @@
+"""A collection: one logical data file (`memory.json`, `lesson.json`) held as shards, and how it follows the disk.
+
+The collection keeps each shard's lines as strings keyed by record identity, so a commit re-joins a few
+1000-line shards and never re-serializes the graph. Reloading compares what changed on disk with what was held
+and reports the difference as removed keys and upserted records, in file order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_graph.errors import LineProblem, StorageError
+from memory_graph.storage.codec import Key, ParsedFile, RecordCheck, dump_line, merge_records, read_shard_file
+from memory_graph.storage.layout import FileStat, ShardNames, file_stat
+
+ShardLines = dict[Key, str]
+
+
+@dataclass
+class Shard:
+    lines: ShardLines
+    stat: FileStat | None
+    generation: str | None
+    problems: list[LineProblem] = field(default_factory=list)
+    line_count: int = 0  # lines in the file, good and bad: what the shard limit counts
+
+
+@dataclass
+class Reloaded:
+    """What a reload found changed: keys gone, records new or different (file order)."""
+
+    removed: list[Key] = field(default_factory=list)
+    upserted: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Collection:
+    def __init__(self, name: str, names: ShardNames, shard_lines: int, check: RecordCheck | None = None) -> None:
+        self.name = name
+        self.names = names
+        self.shard_lines = shard_lines
+        self.check = check
+        self.shards: dict[int, Shard] = {}
+        self.locations: dict[Key, list[int]] = {}
+
+    def read(self, index: int) -> ParsedFile:
+        """Parse one shard from disk with this collection's record rule (the one parser, for loads and checks)."""
+        return read_shard_file(self.names.path(index), self.check)
+
+    def problems(self) -> list[LineProblem]:
+        return [p for index in sorted(self.shards) for p in self.shards[index].problems]
+
+    def all_lines(self, key: Key) -> str | None:
+        """Every stored copy of a record (usually one), to tell whether any of them changed."""
+        where = self.locations.get(key)
+        if not where:
+            return None
+        return "\n".join(self.shards[index].lines[key] for index in where)
+
+    def record(self, key: Key, parsed: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The record for a key, merging copies that several shards hold (an old fork's split duplicated them)."""
+        known = parsed or {}
+        records = [
+            known.get(line) or json.loads(line) for line in (self.shards[i].lines[key] for i in self.locations[key])
+        ]
+        merged = records[0]
+        for other in records[1:]:
+            merged = merge_records(merged, other)
+        return merged
+
+    def all_records(self) -> Iterator[dict[str, Any]]:
+        """Every record once, in file order, copies in several shards merged."""
+        for index in sorted(self.shards):
+            for key in self.shards[index].lines:
+                if self.locations[key][0] == index:
+                    yield self.record(key)
+
+    def stale_shards(self) -> list[int]:
+        """Shards whose file is not the one this collection read (edited by hand, created or deleted)."""
+        on_disk = self.names.discover()
+        return [i for i in set(on_disk) | set(self.shards) if on_disk.get(i) != self._held_stat(i)]
+
+    def _held_stat(self, index: int) -> FileStat | None:
+        shard = self.shards.get(index)
+        return shard.stat if shard is not None else None
+
+    # -- following the disk --------------------------------------------------------------------------------
+    def reload(self, generations: dict[str, str]) -> Reloaded:
+        """Reread the shards that changed on disk (by generation or by stat) and say what changed."""
+        changed = self._changed_on_disk(generations)
+        if not changed:
+            return Reloaded()
+        first_load = not self.locations
+        affected: set[Key] = set()
+        for index, parsed in changed.items():
+            old = self.shards.get(index)
+            if old is not None:
+                affected.update(old.lines)
+            if parsed is not None:
+                affected.update(key for key, _, _ in parsed.records)
+        before = {} if first_load else {key: self.all_lines(key) for key in affected}
+        fresh = self._install(changed, generations)
+        if first_load:
+            return Reloaded(upserted=self._in_file_order(changed, set(affected), fresh))
+        removed: list[Key] = []
+        different: set[Key] = set()
+        for key in affected:
+            now = self.all_lines(key)
+            if now is None:
+                self.locations.pop(key, None)
+                if before.get(key) is not None:
+                    removed.append(key)
+            elif now != before.get(key):
+                different.add(key)
+        return Reloaded(removed, self._in_file_order(changed, different, fresh))
+
+    def _changed_on_disk(self, generations: dict[str, str]) -> dict[int, ParsedFile | None]:
+        on_disk = self.names.discover()
+        changed: dict[int, ParsedFile | None] = {}
+        for index in set(on_disk) | set(self.shards):
+            known = self.shards.get(index)
+            if index not in on_disk:
+                changed[index] = None
+                continue
+            path = self.names.path(index)
+            generation = generations.get(str(path))
+            if (
+                known is None
+                or known.stat != on_disk[index]
+                or (generation is not None and generation != known.generation)
+            ):
+                try:
+                    changed[index] = self.read(index)
+                except FileNotFoundError:
+                    changed[index] = None
+                except OSError as exc:
+                    raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+        return changed
+
+    def _install(self, changed: dict[int, ParsedFile | None], generations: dict[str, str]) -> dict[str, dict[str, Any]]:
+        """Replace the changed shards with what was read; returns the parsed records by line (to skip reparsing)."""
+        fresh: dict[str, dict[str, Any]] = {}
+        for index, parsed in changed.items():
+            self._forget_shard(index)
+            if parsed is None:
+                continue
+            path = self.names.path(index)
+            lines: ShardLines = {}
+            for key, record, line in parsed.records:
+                if key in lines:
+                    # The same record twice in one shard (the official server's in-call duplicates, a hand edit):
+                    # merged, so no observation is lost; `check` reports it, the next write keeps one line.
+                    record = merge_records(fresh[lines[key]], record)
+                    line = dump_line(record)
+                lines[key] = line
+                fresh[line] = record
+            count = len(parsed.records) + len(parsed.problems)
+            self.shards[index] = Shard(lines, file_stat(path), generations.get(str(path)), parsed.problems, count)
+            for key in lines:
+                self._locate(key, index)
+        return fresh
+
+    def _forget_shard(self, index: int) -> None:
+        old = self.shards.pop(index, None)
+        if old is None:
+            return
+        for key in old.lines:
+            where = self.locations.get(key)
+            if where is not None and index in where:
+                where.remove(index)
+
+    def _locate(self, key: Key, index: int) -> None:
+        where = self.locations.setdefault(key, [])
+        where.append(index)
+        where.sort()
+
+    def _in_file_order(
+        self, changed: dict[int, ParsedFile | None], keys: set[Key], fresh: dict[str, dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Records for `keys`, in file order, so a fresh load keeps the graph's insertion order."""
+        upserted: list[dict[str, Any]] = []
+        for index in sorted(i for i in changed if i in self.shards):
+            for key in self.shards[index].lines:
+                if key in keys and self.locations[key][0] == index:
+                    keys.discard(key)
+                    upserted.append(self.record(key, fresh))
+        # A copy in another, unchanged shard changed or vanished.
+        upserted.extend(self.record(key, fresh) for key in keys)
+        return upserted
+
+    # -- after a commit -------------------------------------------------------------------------------------
+    def apply(self, plan: dict[int, ShardLines], token: str) -> None:
+        """Hold the shards a commit wrote (the plan), without reading them back."""
+        for index, lines in plan.items():
+            old = self.shards.get(index)
+            old_keys = old.lines.keys() if old is not None else ShardLines().keys()
+            for key in old_keys - lines.keys():
+                where = self.locations[key]
+                where.remove(index)
+                if not where:
+                    del self.locations[key]
+            for key in lines.keys() - old_keys:
+                self._locate(key, index)
+            if lines:
+                self.shards[index] = Shard(lines, file_stat(self.names.path(index)), token, [], len(lines))
+            else:
+                self.shards.pop(index, None)

@@ -1,0 +1,88 @@
+"""Placement: which shards a change rewrites, and with what lines (copy-on-write, decided before any write).
+
+A replaced record stays in its shard; a new one goes into the lowest-numbered shard with room; a shard over the
+limit (a legacy file) spills its tail into shards with room; a shard holding unreadable lines is never rewritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_graph.errors import CorruptFileError
+from memory_graph.storage.codec import Key, dump_line, record_key
+from memory_graph.storage.collection import Collection, ShardLines
+
+Plan = dict[int, ShardLines]
+"""The complete new lines of every shard a commit rewrites (empty: the shard is removed)."""
+
+
+@dataclass
+class Changes:
+    """What one call changes in one collection: records to write (insert or replace) and keys to delete."""
+
+    upserts: list[dict[str, Any]] = field(default_factory=list)
+    deletes: list[Key] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+def plan_changes(collection: Collection, changes: Changes) -> Plan:
+    """New content of every shard the changes touch; raises (CorruptFileError) before anything is written."""
+    plan: Plan = {}
+
+    def edit(index: int) -> ShardLines:
+        if index not in plan:
+            shard = collection.shards.get(index)
+            if shard is not None and shard.problems:
+                raise CorruptFileError(shard.problems)
+            plan[index] = dict(shard.lines) if shard is not None else {}
+        return plan[index]
+
+    for key in changes.deletes:
+        for index in collection.locations.get(key, ()):
+            edit(index).pop(key, None)
+    new_lines: list[tuple[Key, str]] = []
+    for record in changes.upserts:
+        key = record_key(record)
+        line = dump_line(record)
+        where = collection.locations.get(key)
+        if where:
+            edit(where[0])[key] = line
+            for extra in where[1:]:
+                edit(extra).pop(key, None)
+        else:
+            new_lines.append((key, line))
+    for index in list(plan):
+        for key, line in list(plan[index].items())[collection.shard_lines :]:
+            del plan[index][key]
+            new_lines.append((key, line))
+    if new_lines:
+        _place(collection, plan, new_lines)
+    return plan
+
+
+def _place(collection: Collection, plan: Plan, new_lines: list[tuple[Key, str]]) -> None:
+    pending = list(reversed(new_lines))  # popped from the end: first in, first placed
+
+    def fill(lines: ShardLines) -> None:
+        while pending and len(lines) < collection.shard_lines:
+            key, line = pending.pop()
+            lines[key] = line
+
+    for index in sorted(set(collection.shards) | set(plan)):
+        if not pending:
+            return
+        shard = collection.shards.get(index)
+        if shard is not None and shard.problems:
+            continue
+        size = len(plan[index]) if index in plan else shard.line_count if shard is not None else 0
+        if size >= collection.shard_lines:
+            continue
+        fill(plan.setdefault(index, dict(shard.lines) if shard is not None else {}))
+    index = 0
+    while pending:
+        while index in collection.shards or index in plan:
+            index += 1
+        fill(plan.setdefault(index, {}))

@@ -1,0 +1,125 @@
+"""Reading other memories' files for import: an official `memory.jsonl`, the lessons fork's `memory.json` /
+`lesson.json` with their `-N` shards and `file_registry.json`, or a `{entities, relations, lessons}` export.
+
+Lines are read with the store's own parser (codec.py), so what import accepts is exactly what the store reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memory_graph.errors import InvalidInputError
+from memory_graph.storage.codec import normalize_record, parse_text
+
+SHARD_SUFFIX = re.compile(r"^(?P<stem>.+)-(?P<n>[1-9][0-9]*)$")
+REGISTRY = "file_registry.json"
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """A record read from a file to import, or why the item there could not be read."""
+
+    record: dict[str, Any] | None
+    problem: str = ""
+
+
+def files_to_import(paths: Iterable[Path]) -> list[Path]:
+    """The files to read for the given paths: each file, its `-N` shards, and what a file_registry.json lists."""
+    paths = list(paths)
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise InvalidInputError(f"nothing to import at {', '.join(missing)}: check the path")
+    found: list[Path] = []
+
+    def add(path: Path) -> None:
+        if path.exists() and path not in found and path.name != REGISTRY:
+            found.append(path)
+
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.iterdir()):
+                if child.suffix in (".json", ".jsonl") and child.is_file():
+                    add(child)
+            registry = path / REGISTRY
+        else:
+            add(path)
+            for shard in sorted(
+                path.parent.glob(f"{path.stem}-*{path.suffix}"), key=lambda p: _shard_number(p, path.stem)
+            ):
+                if _shard_number(shard, path.stem) > 0:
+                    add(shard)
+            registry = path.parent / REGISTRY
+        if registry.exists():
+            for listed in _registry_files(registry):
+                add(listed)
+    return found
+
+
+def _shard_number(path: Path, stem: str) -> int:
+    match = SHARD_SUFFIX.match(path.stem)
+    return int(match.group("n")) if match and match.group("stem") == stem else 0
+
+
+def _registry_files(registry: Path) -> list[Path]:
+    """Every existing .json/.jsonl file a registry names (keys, values, lists), looked up in the registry's
+    own folder: a registry copied from elsewhere must not pull in files from anywhere on the machine."""
+    try:
+        data = json.loads(registry.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    names: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str) and value.endswith((".json", ".jsonl")):
+            names.append(value)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k)
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(data)
+    candidates = (registry.parent / Path(name).name for name in names)
+    return [c for c in candidates if c.is_file() and c.name != REGISTRY]
+
+
+def read_source(path: Path) -> Iterator[SourceRecord]:
+    """Records of a file in any of the known layouts: JSON Lines, a JSON array, or {entities, relations, ...}."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    document = _whole_document(text)
+    if document is None:
+        parsed = parse_text(path, text)
+        lines = dict(zip(parsed.record_lines, (record for _, record, _ in parsed.records), strict=True))
+        problems = {p.line_number: str(p) for p in parsed.problems}
+        for number in sorted(lines.keys() | problems.keys()):
+            yield SourceRecord(lines.get(number), problems.get(number, ""))
+        return
+    for number, item in enumerate(document, start=1):
+        record, why = normalize_record(item)
+        yield SourceRecord(record, "" if record else f"{path}: item {number}: {why}")
+
+
+def _whole_document(text: str) -> list[Any] | None:
+    """The items of a file that is one JSON document (an array or an export object), or None for JSON Lines."""
+    if not text.lstrip().startswith(("[", "{")):
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict) and any(k in data for k in ("entities", "relations", "lessons")) and "type" not in data:
+        return [
+            *({"type": "entity", **e} if isinstance(e, dict) else e for e in data.get("entities", [])),
+            *({"type": "lesson", **e} if isinstance(e, dict) else e for e in data.get("lessons", [])),
+            *({"type": "relation", **e} if isinstance(e, dict) else e for e in data.get("relations", [])),
+        ]
+    return None
