@@ -1,8 +1,8 @@
 # memory-graph for Claude Desktop and other stdio clients:
 #   docker build -t memory-graph .
 #   docker run -i --rm -v claude-memory:/data memory-graph
-# Offline builds (no package index reachable): make wheels first, then
-#   pip wheel . -w wheelhouse
+# Offline builds (no package index reachable): make wheels for the image's Python (3.12) first, then build:
+#   pip wheel --no-deps -w wheelhouse . && pip download --python-version 3.12 --only-binary=:all: -d wheelhouse .
 #   docker build --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS=/wheelhouse -t memory-graph .
 FROM docker.io/library/python:3.12-slim AS build
 ARG PIP_NO_INDEX=""

@@ -25,6 +25,7 @@ from memory_graph.export import FORMATS, render
 from memory_graph.graph import ImportSummary
 from memory_graph.storage import atomic_write, files_to_import, read_source
 
+log = logging.getLogger("memory_graph")
 COMMANDS = ("serve", "import", "export", "stats", "check", "repair")
 
 
@@ -88,6 +89,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     from memory_graph.server import build_app
 
     app = build_app(settings)
+    # Said at every start (stderr; stdout is the protocol's): which files this server reads and writes.
+    log.warning("memory-graph %s: memory %s, lessons %s", __version__, settings.memory_file, settings.lesson_file)
     if args.transport == "stdio":
         from memory_graph.stdio import run_stdio
 

@@ -36,6 +36,13 @@ from memory_graph.storage import Key, Store, Transaction, entity_key, merge_reco
 MEMORY = "memory"
 LESSONS = "lesson"
 RelationKey = tuple[str, str, str]
+# What a cut response holds besides its entities and relations: the envelope and the `truncated` notice.
+ENVELOPE_CHARS = 800
+TRUNCATION_HINT = (
+    "The result was cut to fit the response budget; the best matches come first, each with its relations. "
+    "Narrow it with search_nodes (a more specific query) or open_nodes (exact names), or raise "
+    "MEMORY_MAX_RESPONSE_CHARS."
+)
 
 
 def searchable_fields(record: dict[str, Any]) -> list[str]:
@@ -336,7 +343,7 @@ class GraphService:
     def read_graph(self) -> KnowledgeGraph:
         with self.store.reading():
             state = self.state
-            return self._respond(state.entities.keys(), len(state.entities), all_relations=True)
+            return self._respond(list(state.entities), all_relations=True)
 
     def search_nodes(self, query: str) -> KnowledgeGraph:
         with self.store.reading():
@@ -350,52 +357,57 @@ class GraphService:
                 return (tier, state.ordinal(name))
 
             names.sort(key=rank if query else state.ordinal)
-            return self._respond(names, len(names), all_relations=False)
+            return self._respond(names, all_relations=False)
 
     def open_nodes(self, names: Sequence[str]) -> KnowledgeGraph:
         with self.store.reading():
             found = [n for n in dict.fromkeys(names) if n in self.state.entities]
-            return self._respond(found, len(found), all_relations=False)
+            return self._respond(found, all_relations=False)
 
-    def _respond(self, names: Iterable[str], total: int, all_relations: bool) -> KnowledgeGraph:
-        """Entities in the given order, then the relations touching them, cut to the response budget."""
+    def _respond(self, names: Sequence[str], all_relations: bool) -> KnowledgeGraph:
+        """Entities in the given order with the relations touching them, cut to the response budget.
+
+        Each entity is taken together with its relations not yet taken, so a cut result is still a connected
+        piece of the graph (never every entity and no relation); room is kept for the envelope and the notice.
+        """
         state = self.state
-        budget = self.max_response_chars
+        budget = self.max_response_chars - ENVELOPE_CHARS
         used = 0
         entities: list[Entity] = []
+        taken: dict[RelationKey, None] = {}
         for name in names:
             view = entity_view(state.entities[name])
-            cost = _json_size(view)
+            touching = [k for k in state.by_node.get(name, ()) if k not in taken]
+            cost = _json_size(view) + sum(_json_size(relation_view(k)) for k in touching)
             if used + cost > budget:
                 break
             used += cost
             entities.append(Entity.model_construct(**view))
-        cut = len(entities) < total
-        returned = [e.name for e in entities]
-        keys = list(state.relations) if all_relations and not cut else state.relations_touching(returned)
-        relations: list[Relation] = []
-        for key in keys:
-            cost = _json_size(relation_view(key))
-            if used + cost > budget:
-                cut = True
-                break
-            used += cost
-            relations.append(relation_model(key))
+            taken.update(dict.fromkeys(touching))
+        cut = len(entities) < len(names)
+        keys = sorted(taken, key=state.relations.__getitem__)
+        if all_relations and not cut:
+            # read_graph also returns relations whose ends are missing (official files can hold them).
+            for key in state.relations:
+                if key not in taken:
+                    used += _json_size(relation_view(key))
+                    if used > budget:
+                        cut = True
+                        break
+                    keys.append(key)
+            keys.sort(key=state.relations.__getitem__)
         truncated = None
         if cut:
+            matching = len(state.relations) if all_relations else len(state.relations_touching(names))
             truncated = Truncation(
-                totalEntities=total,
-                totalRelations=len(state.relations) if all_relations else len(keys),
+                totalEntities=len(names),
+                totalRelations=matching,
                 returnedEntities=len(entities),
-                returnedRelations=len(relations),
-                maxResponseChars=budget,
-                hint=(
-                    "The result was cut to fit the response budget; the best matches come first. Narrow it with "
-                    "search_nodes (a more specific query) or open_nodes (exact names), or raise "
-                    "MEMORY_MAX_RESPONSE_CHARS."
-                ),
+                returnedRelations=len(keys),
+                maxResponseChars=self.max_response_chars,
+                hint=TRUNCATION_HINT,
             )
-        return KnowledgeGraph(entities=entities, relations=relations, truncated=truncated)
+        return KnowledgeGraph(entities=entities, relations=[relation_model(k) for k in keys], truncated=truncated)
 
 
 def relation_model(key: RelationKey) -> Relation:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,17 @@ from memory_graph.app import Services, services_for_folder
 from memory_graph.graph import GraphService
 
 TINY_SHARD = 3
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def needed(present: bool, what: str) -> None:
+    """Skip a test whose outside part (../shared, the reference server, a container engine) is missing, except
+    in CI (`CI=true`), where its absence is a broken setup and must fail rather than pass quietly."""
+    if present:
+        return
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{what} (CI must provide it)")
+    pytest.skip(what)
 
 
 def open_services(folder: Path, shard_lines: int = TINY_SHARD, max_response_chars: int = 80_000) -> Services:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needed
+
 ROOT = Path(__file__).resolve().parents[1]
 DIFFER = ROOT.parent / "shared" / "tools" / "differ.py"
 REFERENCE = (
@@ -19,10 +21,11 @@ REFERENCE = (
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 12])
 def test_random_call_sequences_match_the_reference(seed: int, tmp_path: Path) -> None:
-    if not DIFFER.exists():
-        pytest.skip(f"the shared differ is not at {DIFFER}")
-    if not REFERENCE.exists() or shutil.which("node") is None:
-        pytest.skip("the reference server is not installed (.ci/run installs it with npm)")
+    needed(DIFFER.exists(), f"the shared differ is not at {DIFFER}")
+    needed(
+        REFERENCE.exists() and shutil.which("node") is not None,
+        "the reference server is not installed (.ci/run installs it with npm)",
+    )
     ours = f"{sys.executable} -m memory_graph"
     run = subprocess.run(
         [

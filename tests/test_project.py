@@ -16,6 +16,8 @@ from memory_graph.config import ENVIRONMENT
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOMAIN = [
+    "memory_graph/app.py",
+    "memory_graph/export.py",
     "memory_graph/model.py",
     "memory_graph/graph.py",
     "memory_graph/search.py",
@@ -60,6 +62,51 @@ def test_domain_code_never_imports_the_protocol() -> None:
                 modules = [node.module]
             for module in modules:
                 assert module.split(".")[0] not in ("mcp", "starlette", "uvicorn"), f"{path} imports {module}"
+
+
+def imported_modules(path: Path) -> list[str]:
+    modules: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules.extend([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
+    return modules
+
+
+def test_nothing_outside_storage_reaches_into_its_modules() -> None:
+    """`memory_graph.storage` is one package with one face (its __init__); its modules are its own business."""
+    storage = ROOT / "memory_graph" / "storage"
+    outside = [p for p in python_files("memory_graph", "lessons", "tests", "bench") if storage not in p.parents]
+    offenders = [
+        f"{p.relative_to(ROOT)} imports {m}"
+        for p in outside
+        for m in imported_modules(p)
+        if m.startswith("memory_graph.storage.")
+        and m.count(".") >= 2
+        and m.removeprefix("memory_graph.storage.").split(".")[0] in {q.stem for q in storage.glob("*.py")}
+    ]
+    assert offenders == []
+
+
+def test_lessons_see_the_graph_only_through_its_read_interface() -> None:
+    """lessons/ may use the graph's collection names and import summary, never GraphService or its state."""
+    for path in python_files("lessons"):
+        for module in imported_modules(path):
+            assert module not in ("memory_graph.graph.GraphService", "memory_graph.graph.GraphState"), path
+
+
+def test_admin_commands_do_not_import_the_protocol(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from memory_graph.cli import main\n"
+        "code = main(['stats'])\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'starlette', 'uvicorn'))\n"
+        "assert code == 0 and not loaded, loaded\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MEMORY_FILE_PATH": str(tmp_path / "memory.json")}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
 
 
 def test_only_the_config_module_reads_the_environment() -> None:

@@ -43,7 +43,7 @@ def plan_changes(collection: Collection, changes: Changes) -> Plan:
     for key in changes.deletes:
         for index in collection.locations.get(key, ()):
             edit(index).pop(key, None)
-    new_lines: list[tuple[Key, str]] = []
+    new_lines: dict[Key, str] = {}  # by key: a record upserted twice in one call is placed once, the last version
     for record in changes.upserts:
         key = record_key(record)
         line = dump_line(record)
@@ -53,13 +53,13 @@ def plan_changes(collection: Collection, changes: Changes) -> Plan:
             for extra in where[1:]:
                 edit(extra).pop(key, None)
         else:
-            new_lines.append((key, line))
+            new_lines[key] = line
     for index in list(plan):
         for key, line in list(plan[index].items())[collection.shard_lines :]:
             del plan[index][key]
-            new_lines.append((key, line))
+            new_lines[key] = line
     if new_lines:
-        _place(collection, plan, new_lines)
+        _place(collection, plan, list(new_lines.items()))
     return plan
 
 

@@ -68,6 +68,7 @@ class Store:
         shard_lines: int = 1000,
         hand_edit_check_seconds: float = 1.0,
         record_checks: dict[str, RecordCheck] | None = None,
+        lock_timeout_seconds: float = LOCK_TIMEOUT_SECONDS,
     ) -> None:
         if shard_lines < 1:
             raise StorageError("the shard size must be at least 1 line; set MEMORY_SHARD_LINES to 1 or more")
@@ -81,7 +82,8 @@ class Store:
         self._stamp = StampFile(self.files.stamp)
         self._hand_edit_interval = hand_edit_check_seconds
         self._thread_lock = threading.RLock()
-        self._file_lock = filelock.FileLock(str(self.files.lock), timeout=LOCK_TIMEOUT_SECONDS)
+        self._lock_timeout = lock_timeout_seconds
+        self._file_lock = filelock.FileLock(str(self.files.lock), timeout=lock_timeout_seconds)
         self._listeners: list[ChangeListener] = []
         self._seen_stamp: bytes | None = None
         self._last_full_check = 0.0
@@ -124,7 +126,7 @@ class Store:
             self._file_lock.acquire()
         except filelock.Timeout as exc:
             raise StorageError(
-                f"another process has held the lock {self.files.lock} for over {LOCK_TIMEOUT_SECONDS:.0f} s "
+                f"another process has held the lock {self.files.lock} for over {self._lock_timeout:g} s "
                 "(a long import or repair?). Nothing was changed; retry when it has finished."
             ) from exc
         except OSError as exc:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needed
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "data" / "errors-dev.json"
 EVAL = ROOT.parent / "shared" / "tools" / "lessons_eval.py"
@@ -26,8 +28,7 @@ def load_quality_module():
 
 @pytest.fixture(scope="module")
 def corpus() -> dict:
-    if not CORPUS.exists():
-        pytest.skip(f"the dev corpus is not at {CORPUS}")
+    needed(CORPUS.exists(), f"the dev corpus is not at {CORPUS}")
     return json.loads(CORPUS.read_text(encoding="utf-8"))
 
 
@@ -40,8 +41,7 @@ def test_dev_set_bars_in_process(corpus: dict) -> None:
 
 @pytest.mark.slow
 def test_dev_set_bars_over_stdio_with_the_shared_evaluator(corpus: dict, tmp_path: Path) -> None:
-    if not EVAL.exists():
-        pytest.skip(f"the shared evaluator is not at {EVAL}")
+    needed(EVAL.exists(), f"the shared evaluator is not at {EVAL}")
     run = subprocess.run(
         [
             sys.executable,

@@ -247,3 +247,27 @@ async def test_restart_keeps_the_last_write_and_sharding_neither_duplicates_nor_
         l4 = next(m for m in found["matches"] if m["name"] == "L4")
         assert l4["lesson"]["metadata"]["frequency"] == 1
         assert found["matches"][0]["name"] == "L4"  # equal scores: the one with a success ranks first
+
+
+async def test_a_malformed_stored_lesson_is_reported_by_line_and_field_never_masked(tmp_path: Path) -> None:
+    """Issue 7, defect 3: a hand-edited lesson whose verificationSteps is a string."""
+    async with Client(build_app(settings_for(tmp_path)).server) as client:
+        await call(client, "create_lesson", lesson=PIP)
+        await call(client, "create_lesson", lesson=PORT)
+    shard = tmp_path / "lesson.json"
+    lines = shard.read_text(encoding="utf-8").splitlines()
+    broken = json.loads(lines[0])
+    broken["verificationSteps"] = "just run it"
+    shard.write_text("\n".join([json.dumps(broken), *lines[1:]]) + "\n", encoding="utf-8")
+    before = shard.read_bytes()
+    async with Client(build_app(settings_for(tmp_path)).server) as client:
+        found = await call(client, "find_similar_errors", errorPattern=PORT["errorPattern"])
+        assert [m["name"] for m in found["matches"]] == ["NODE_EADDRINUSE"]
+        message = await error_of(client, "update_lesson_success", lessonName="NODE_EADDRINUSE", success=True)
+        assert f"{shard}:1:" in message and "verificationSteps" in message and "memory-graph repair" in message
+        await error_of(client, "update_lesson_success", lessonName="NODE_EADDRINUSE", success=True)
+    assert shard.read_bytes() == before  # refused twice, counted never
+    app = build_app(settings_for(tmp_path))
+    problems = app.store.check().problems
+    assert len(problems) == 1 and problems[0].startswith(f"{shard}:1: lesson 'PIP_NO_MATCHING_DIST': field ")
+    assert "verificationSteps" in problems[0]

@@ -11,9 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import filelock
 import pytest
 
 from memory_graph.cli import main
+from memory_graph.errors import StorageError
+from memory_graph.model import Entity, ObservationAddition
+from memory_graph.storage import Store
+from tests.conftest import needed, open_services
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,8 +177,7 @@ def test_import_of_a_missing_path_says_so(tmp_path: Path, run: Callable[..., Ran
 @pytest.mark.slow
 def test_the_official_server_reads_our_export(tmp_path: Path, run: Callable[..., Ran]) -> None:
     reference = ROOT / ".ci" / "reference" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist"
-    if not (reference / "index.js").exists():
-        pytest.skip("the reference server is not installed (.ci/run installs it with npm)")
+    needed((reference / "index.js").exists(), "the reference server is not installed (.ci/run installs it with npm)")
     run(tmp_path, "import", str(official_file(tmp_path)), str(fork_files(tmp_path)))
     exported = tmp_path / "exported.jsonl"
     run(tmp_path, "export", "--output", str(exported))
@@ -209,3 +213,100 @@ def test_version_and_help(tmp_path: Path) -> None:
     assert run_process(tmp_path, "--version").stdout.startswith("memory-graph ")
     helped = run_process(tmp_path, "--help").stdout
     assert all(command in helped for command in ("serve", "import", "export", "stats", "check", "repair"))
+
+
+# -- issue 7's defects -----------------------------------------------------------------------------------------
+def test_import_of_two_files_naming_one_entity_keeps_every_observation_once(
+    tmp_path: Path, run: Callable[..., Ran]
+) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    alice = {"type": "entity", "name": "Alice", "entityType": "person"}
+    first.write_text(json.dumps({**alice, "observations": ["likes tea", "likes tea"]}) + "\n", encoding="utf-8")
+    second.write_text(json.dumps({**alice, "observations": ["likes tea", "lives in Lisbon"]}) + "\n", encoding="utf-8")
+    assert run(tmp_path, "import", str(first), str(second)).returncode == 0
+    assert run(tmp_path, "import", str(second)).returncode == 0  # again: nothing new
+    records = [json.loads(line) for line in run(tmp_path, "export").stdout.splitlines()]
+    assert records == [{**alice, "observations": ["likes tea", "lives in Lisbon"]}]
+
+
+def test_a_deeply_nested_line_is_checked_and_repaired_by_the_same_parser(
+    tmp_path: Path, run: Callable[..., Ran]
+) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    good = json.dumps({"type": "entity", "name": "Alice", "entityType": "person", "observations": []})
+    nested = "[" * 100_000 + "]" * 100_000
+    (store / "memory.json").write_text(f"{good}\n{nested}\n", encoding="utf-8")
+    checked = run(tmp_path, "check")
+    assert checked.returncode == 1 and f"{store / 'memory.json'}:2: JSON nested too deeply" in checked.stdout
+    repaired = run(tmp_path, "repair")
+    assert repaired.returncode == 0 and "moved 1 line(s)" in repaired.stdout, repaired.stderr
+    assert run(tmp_path, "check").stdout.strip() == "ok"
+    assert nested in next(store.glob("memory.json.rejected-*")).read_text(encoding="utf-8")
+    assert [json.loads(line)["name"] for line in run(tmp_path, "export").stdout.splitlines()] == ["Alice"]
+
+
+def test_repair_waits_for_the_store_lock_and_says_so_when_it_cannot_have_it(tmp_path: Path) -> None:
+    """Repair is a store operation: it takes the store's own lock (a held lock is a clear error, not a
+    traceback), and renews the stamp so a running server sees the repair at its next call."""
+    folder = tmp_path / "store"
+    running = open_services(folder)
+    running.graph.create_entities([Entity(name="Alice", entityType="person", observations=["x"])])
+    shard = folder / "memory.json"
+    shard.write_bytes(shard.read_bytes() + b"not json\n")
+    repairer = Store({"memory": shard, "lesson": folder / "lesson.json"}, lock_timeout_seconds=0.2)
+    with filelock.FileLock(str(folder / "memory.json.lock")), pytest.raises(StorageError, match="held the lock"):
+        repairer.check(fix=True)
+    assert repairer.check(fix=True).ok
+    running.store.poll()
+    assert running.store.problems() == []
+    running.graph.add_observations([ObservationAddition(entityName="Alice", contents=["y"])])  # writable again
+
+
+# -- and the smaller things seen with them ---------------------------------------------------------------------
+@pytest.mark.parametrize("port", ["0", "99999", "http"])
+def test_a_port_out_of_range_is_refused_by_name(tmp_path: Path, port: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--transport", "http", "--port", port])
+    assert exited.value.code == 2 and "1 to 65535" in capsys.readouterr().err
+
+
+def test_import_says_which_lines_it_could_not_read_and_exits_1(tmp_path: Path, run: Callable[..., Ran]) -> None:
+    source = tmp_path / "old.jsonl"
+    source.write_text('{"type":"entity","name":"A","entityType":"x","observations":[]}\n{oops\n', encoding="utf-8")
+    result = run(tmp_path, "import", str(source))
+    assert result.returncode == 1 and "imported 1 entities" in result.stdout
+    assert f"{source}:2: not valid JSON" in result.stderr
+
+
+def test_export_refuses_the_stores_own_files_and_a_missing_folder(tmp_path: Path, run: Callable[..., Ran]) -> None:
+    run(tmp_path, "import", str(official_file(tmp_path)))
+    own = tmp_path / "store" / "memory.json"
+    before = own.read_bytes()
+    refused = run(tmp_path, "export", "--output", str(own))
+    assert refused.returncode == 1 and "one of the store's own files" in refused.stderr
+    assert own.read_bytes() == before
+    missing = run(tmp_path, "export", "--output", str(tmp_path / "nowhere" / "out.jsonl"))
+    assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    source = tmp_path / "big.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps({"type": "entity", "name": f"E{i}", "entityType": "x", "observations": ["y" * 100]}) + "\n"
+            for i in range(3000)
+        ),
+        encoding="utf-8",
+    )
+    assert run_process(tmp_path, "import", str(source)).returncode == 0
+    env = {**os.environ, "MEMORY_FILE_PATH": str(tmp_path / "store" / "memory.json"), "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        f"{sys.executable} -m memory_graph export | head -n 1",
+        shell=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.stdout.startswith('{"type":"entity"') and "Traceback" not in result.stderr, result.stderr

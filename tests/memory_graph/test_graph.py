@@ -226,11 +226,28 @@ def test_reads_are_cut_to_the_budget_and_say_so(tmp_path: Path) -> None:
     assert 0 < result.truncated.returnedEntities == len(result.entities) < 100
     assert result.truncated.totalEntities == 100
     assert "search_nodes" in result.truncated.hint
-    size = len(result.model_dump_json(exclude={"truncated"}))
-    assert size <= 1000 + 100  # the budget plus the JSON punctuation around the lists
+    assert len(result.model_dump_json(by_alias=True, exclude_none=True)) <= 1000  # the notice included
     assert names(result) == [f"Person {i:03d}" for i in range(len(result.entities))]
     searched = graph.search_nodes("person 095")
     assert names(searched) == ["Person 095"] and searched.truncated is None
+
+
+def test_a_cut_read_keeps_the_relations_of_what_it_returns_within_the_budget(tmp_path: Path) -> None:
+    """A graph far over the budget (relations created after all entities): the cut read_graph still returns
+    the relations between the entities it returns, and the whole answer fits the budget."""
+    graph = open_graph(tmp_path, shard_lines=1000, max_response_chars=20_000)
+    graph.create_entities([ent(f"P{i:04d}", "person", "likes tea and long walks") for i in range(2000)])
+    graph.create_relations([rel(f"P{i:04d}", f"P{i + 1:04d}", "knows") for i in range(1999)])
+    for result in (graph.read_graph(), graph.search_nodes("person")):
+        assert result.truncated is not None and 0 < len(result.entities) < 2000
+        returned = set(names(result))
+        assert {(f, t) for f, t, _ in triples(result)} >= {
+            (f"P{i:04d}", f"P{i + 1:04d}")
+            for i in range(2000)
+            if f"P{i + 1:04d}" in returned and f"P{i:04d}" in returned
+        }
+        assert len(result.relations) == result.truncated.returnedRelations > 0
+        assert len(result.model_dump_json(by_alias=True, exclude_none=True)) <= 20_000
 
 
 def test_persistence_across_instances(graph: GraphService, tmp_path: Path) -> None:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,8 +15,9 @@ import pytest
 from memory_graph.errors import CorruptFileError
 from memory_graph.graph import GraphService
 from memory_graph.model import Entity, ObservationAddition, Relation
-from memory_graph.storage import files as storage_files
 from tests.conftest import open_graph
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ent(name: str, *observations: str) -> Entity:
@@ -178,7 +184,7 @@ def test_a_crash_during_a_multi_shard_commit_is_finished_on_reopen(
     class Crash(Exception):
         pass
 
-    real_replace = storage_files.os.replace
+    real_replace = os.replace
     calls = {"n": 0}
 
     def dying_replace(src: str, dst: str) -> None:
@@ -187,10 +193,10 @@ def test_a_crash_during_a_multi_shard_commit_is_finished_on_reopen(
             raise Crash
         real_replace(src, dst)
 
-    monkeypatch.setattr(storage_files.os, "replace", dying_replace)
+    monkeypatch.setattr(os, "replace", dying_replace)
     with pytest.raises(Crash):
         graph.delete_entities(["E0", "E4", "E8"])
-    monkeypatch.setattr(storage_files.os, "replace", real_replace)
+    monkeypatch.setattr(os, "replace", real_replace)
     assert (tmp_path / "memory.json.journal").exists()
     reopened = open_graph(tmp_path)
     assert sorted(e.name for e in reopened.read_graph().entities) == ["E1", "E2", "E3", "E5", "E6", "E7"]
@@ -241,3 +247,48 @@ def test_lines_that_are_valid_json_but_not_one_record_are_reported_by_line(tmp_p
         (4, 'unknown record type "mystery"'),
     ]
     assert snapshot(graph) == ([("Alice", "person", ())], [("Alice", "Alice", "self")])
+
+
+def test_a_read_only_data_folder_serves_reads_and_refuses_writes_with_the_reason() -> None:
+    """Run as an unprivileged user (root ignores permissions): no lock file can be created there."""
+    folder = Path(tempfile.mkdtemp(prefix="memory-graph-readonly-", dir="/tmp"))
+    try:
+        data = folder / "data"
+        open_graph(data).create_entities([ent("Alice", "person", "x")])
+        (data / "memory.json.lock").unlink()
+        for path in (folder, data):
+            path.chmod(0o755)
+        for path in data.iterdir():
+            path.chmod(0o644)
+        script = (
+            "import sys\n"
+            "from pathlib import Path\n"
+            "from tests.conftest import open_graph\n"
+            "from memory_graph.errors import StorageError\n"
+            "from memory_graph.model import Entity\n"
+            f"graph = open_graph(Path({str(data)!r}))\n"
+            "print([e.name for e in graph.read_graph().entities])\n"
+            "try:\n"
+            "    graph.create_entities([Entity(name='Bob', entityType='person', observations=[])])\n"
+            "except StorageError as exc:\n"
+            "    print(exc)\n"
+        )
+        user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        if not user:
+            data.chmod(0o555)
+        run = subprocess.run(
+            [*user, sys.executable, "-c", script],
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        shown, refusal = run.stdout.splitlines()
+        assert shown == "['Alice']"
+        assert "cannot change the memory" in refusal and "Reads still work" in refusal
+        assert sorted(p.name for p in data.iterdir()) == ["memory.json", "memory.json.stamp"]
+    finally:
+        folder.chmod(0o700)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -31,6 +31,7 @@ async def test_a_subscriber_is_told_of_changes_from_this_and_other_processes(tmp
             arrived.set()
 
     app = build_app(Settings.from_env({"MEMORY_FILE_PATH": str(tmp_path / "memory.json")}))
+    app.start_loading()  # also watches for other processes' changes while anyone is subscribed
     async with Client(app.server, mode="legacy", message_handler=on_message) as client:
         assert client.server_capabilities.resources.subscribe is True
         with pytest.warns(MCPDeprecationWarning):  # the handshake-era method, which the official server uses
@@ -44,8 +45,7 @@ async def test_a_subscriber_is_told_of_changes_from_this_and_other_processes(tmp
         arrived = anyio.Event()
         other_process = open_graph(tmp_path, shard_lines=1000)
         other_process.create_entities([Entity(name="Bob", entityType="person", observations=[])])
-        await client.call_tool("read_graph", {})  # the next call notices the other process's commit
-        with anyio.fail_after(5):
+        with anyio.fail_after(5):  # no call from this client: an idle subscriber is told too
             await arrived.wait()
         assert updates == [GRAPH_URI, GRAPH_URI]
 
@@ -54,3 +54,15 @@ async def test_a_subscriber_is_told_of_changes_from_this_and_other_processes(tmp
         await client.call_tool("create_entities", {"entities": [{**entity, "name": "Carol"}]})
         await anyio.sleep(0.2)
         assert len(updates) == 2, updates
+    app.subscriptions.stop()
+
+
+async def test_with_only_the_graph_tools_nothing_mentions_lessons(tmp_path: Path) -> None:
+    settings = Settings.from_env({"MEMORY_FILE_PATH": str(tmp_path / "memory.json"), "MEMORY_TOOLS": "graph"})
+    async with Client(build_app(settings).server) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        prompts = {p.name for p in (await client.list_prompts()).prompts}
+        instructions = client.instructions or ""
+    assert len(tools) == 9 and "find_similar_errors" not in tools
+    assert prompts == {"personalization"}
+    assert "lesson" not in instructions.lower() and "search_nodes" in instructions
