@@ -114,6 +114,9 @@ def test_the_install_steps_replayed_in_a_fresh_venv_serve_stdio(tmp_path: Path) 
     assert (data / "memory.json").exists()
 
 
+BASE_IMAGE = "docker.io/library/python:3.12-slim"
+
+
 def docker_command() -> list[str] | None:
     if shutil.which("docker") and subprocess.run(["docker", "info"], capture_output=True).returncode == 0:
         return ["docker"]
@@ -132,11 +135,19 @@ def test_the_image_builds_and_serves(tmp_path: Path) -> None:
     assert docker is not None
     wheelhouse = ROOT / "wheelhouse"
     shutil.rmtree(wheelhouse, ignore_errors=True)
-    # The README's offline recipe: our wheel, and the dependencies' wheels for the image's Python 3.12.
+    # The README's offline recipe: our wheel, and the dependencies' wheels for the Python of the image's base
+    # (3.12 for the real one; asked, since a stand-in base may carry another).
+    version = subprocess.run(
+        [*docker, "run", "--rm", BASE_IMAGE, "python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout.strip()
     pip = [sys.executable, "-m", "pip", "--quiet"]
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheelhouse), str(ROOT)], check=True, timeout=900)
     subprocess.run(
-        [*pip, "download", "--python-version", "3.12", "--only-binary=:all:", "-d", str(wheelhouse), str(ROOT)],
+        [*pip, "download", "--python-version", version, "--only-binary=:all:", "-d", str(wheelhouse), str(ROOT)],
         check=True,
         timeout=900,
     )

@@ -1,0 +1,283 @@
+"""The storage engine on its own (no graph service): placement, reload diffs, check and repair, record rules,
+aborted transactions and a crash in the middle of a repair, on real files with a listener that records calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_graph.errors import CorruptFileError, StorageError
+from memory_graph.storage import Key, Store, entity_key
+
+Record = dict[str, Any]
+Call = tuple[str, list[Key], list[Record]]
+
+
+class Recorder:
+    """A ChangeListener that keeps every notification."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+
+    def records_changed(self, collection: str, removed: list[Key], upserted: list[Record]) -> None:
+        self.calls.append((collection, list(removed), [dict(r) for r in upserted]))
+
+
+def ent(name: str, *observations: str, entity_type: str = "person", **extra: Any) -> Record:
+    return {"type": "entity", "name": name, "entityType": entity_type, "observations": list(observations), **extra}
+
+
+def line(record: Record) -> bytes:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def open_store(folder: Path, **options: Any) -> tuple[Store, Recorder]:
+    store = Store({"memory": folder / "memory.json", "lesson": folder / "lesson.json"}, shard_lines=3, **options)
+    recorder = Recorder()
+    store.add_listener(recorder)
+    store.open()
+    return store, recorder
+
+
+def upsert_all(store: Store, records: list[Record], collection: str = "memory") -> None:
+    with store.transaction() as tx:
+        for record in records:
+            tx.upsert(collection, record)
+
+
+def write_shard(path: Path, *lines: bytes) -> None:
+    path.write_bytes(b"".join(item + b"\n" for item in lines))
+
+
+def names_in(path: Path) -> list[str]:
+    return [json.loads(raw)["name"] for raw in path.read_text(encoding="utf-8").splitlines()]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file in the folder, byte for byte."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def data_files(folder: Path) -> dict[str, bytes]:
+    """Only the shards (no side files, lock, stamp or journal)."""
+    return {n: b for n, b in snapshot(folder).items() if n.endswith(".json") and not n.startswith(".")}
+
+
+def stats(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.glob("memory*.json")}
+
+
+def test_placement_fills_lowest_shard_with_room_keeps_replacements_in_place_and_removes_empty_shards(
+    tmp_path: Path,
+) -> None:
+    store, _ = open_store(tmp_path)
+    upsert_all(store, [ent(f"E{i}") for i in range(7)])
+    assert [names_in(tmp_path / n) for n in ("memory.json", "memory-1.json", "memory-2.json")] == [
+        ["E0", "E1", "E2"],
+        ["E3", "E4", "E5"],
+        ["E6"],
+    ]
+    with store.transaction() as tx:
+        for i in range(3):
+            tx.delete("memory", entity_key(f"E{i}"))
+    assert not (tmp_path / "memory.json").exists()
+    upsert_all(store, [ent("N1")])  # the lowest existing shard with room, not a recreated memory.json
+    assert names_in(tmp_path / "memory-2.json") == ["E6", "N1"]
+    upsert_all(store, [ent("N2"), ent("N3")])  # memory-2.json fills up; then the free index 0 is reused
+    assert names_in(tmp_path / "memory-2.json") == ["E6", "N1", "N2"]
+    assert names_in(tmp_path / "memory.json") == ["N3"]
+
+    before, written = stats(tmp_path), store.bytes_written
+    upsert_all(store, [ent("E4", "changed")])
+    after = stats(tmp_path)
+    assert [n for n in after if after[n] != before[n]] == ["memory-1.json"]
+    assert names_in(tmp_path / "memory-1.json") == ["E3", "E4", "E5"]
+    assert json.loads((tmp_path / "memory-1.json").read_text(encoding="utf-8").splitlines()[1]) == ent("E4", "changed")
+    stamp = tmp_path / "memory.json.stamp"
+    assert store.bytes_written - written == len((tmp_path / "memory-1.json").read_bytes()) + len(stamp.read_bytes())
+
+
+def test_a_new_record_upserted_twice_in_one_transaction_is_stored_once_even_at_a_shard_boundary(tmp_path: Path) -> None:
+    store, _ = open_store(tmp_path)
+    upsert_all(store, [ent("A"), ent("B")])
+    upsert_all(store, [ent("N", "v1"), ent("N", "v2")])  # v1 would fill memory.json, v2 would open memory-1.json
+    assert store.check().problems == []
+    assert names_in(tmp_path / "memory.json") == ["A", "B", "N"]
+    assert not (tmp_path / "memory-1.json").exists()
+    _, heard = open_store(tmp_path)
+    assert heard.calls == [("memory", [], [ent("A"), ent("B"), ent("N", "v2")])]
+
+
+def test_other_store_sees_a_commit_as_exactly_the_removed_keys_and_upserted_records(tmp_path: Path) -> None:
+    writer, writer_heard = open_store(tmp_path)
+    upsert_all(writer, [ent(f"E{i}") for i in range(7)])
+    reader, heard = open_store(tmp_path)
+    assert heard.calls == [("memory", [], [ent(f"E{i}") for i in range(7)])]  # a first load, in file order
+
+    with writer.transaction() as tx:
+        tx.upsert("memory", ent("E7", "new"))
+        tx.upsert("memory", ent("E1", "changed"))
+        tx.delete("memory", entity_key("E5"))
+    assert writer_heard.calls[-1] == ("memory", [entity_key("E5")], [ent("E7", "new"), ent("E1", "changed")])
+    with reader.reading():
+        pass
+    assert heard.calls[1:] == [("memory", [entity_key("E5")], [ent("E1", "changed"), ent("E7", "new")])]
+    reader.poll()
+    assert len(heard.calls) == 2
+
+
+def test_a_hand_edited_line_is_noticed_on_the_next_read_as_one_upsert(tmp_path: Path) -> None:
+    writer, _ = open_store(tmp_path)
+    upsert_all(writer, [ent(f"E{i}") for i in range(5)])
+    watcher, heard = open_store(tmp_path, hand_edit_check_seconds=0)
+    heard.calls.clear()
+    shard = tmp_path / "memory-1.json"
+    write_shard(shard, line(ent("E3", "edited by hand")), line(ent("E4")))
+    watcher.poll()
+    assert heard.calls == [("memory", [], [ent("E3", "edited by hand")])]
+    watcher.poll()
+    assert len(heard.calls) == 1
+
+
+def test_check_reports_every_kind_of_damage_and_repair_keeps_every_removed_byte(tmp_path: Path) -> None:
+    nested = b"[" * 100_000 + b"]" * 100_000
+    bad_utf8 = b'{"type":"entity","name":"Bad\xff","entityType":"person","observations":[]}'
+    write_shard(tmp_path / "memory.json", line(ent("E0", "x")), b"{not json", nested)
+    write_shard(tmp_path / "memory-1.json", bad_utf8, line(ent("E1", "a")), line(ent("E1", "b")))
+    write_shard(tmp_path / "memory-2.json", line(ent("E0", "other")), line(ent("Shared", "m")))
+    write_shard(tmp_path / "lesson.json", line(ent("Shared", "l")))
+    (tmp_path / "memory.json.journal").write_text("{not json", encoding="utf-8")
+    store = Store({"memory": tmp_path / "memory.json", "lesson": tmp_path / "lesson.json"}, shard_lines=3)
+
+    found = store.check()
+    text = "\n".join(found.problems)
+    assert "memory.json.journal is unreadable" in text
+    assert f"{tmp_path / 'memory.json'}:2: not valid JSON" in text
+    assert f"{tmp_path / 'memory.json'}:3: JSON nested too deeply to read" in text
+    assert f"{tmp_path / 'memory-1.json'}:1: not UTF-8 text" in text
+    assert 'memory: entity "E1" is stored 2 times' in text
+    assert 'memory: entity "E0" is stored 2 times' in text
+    assert 'entity "Shared" is in both memory and lesson' in text
+    assert len(found.problems) == 7
+
+    fixed = store.check(fix=True)
+    assert fixed.repaired and fixed.ok
+    assert store.check().problems == []
+    assert not (tmp_path / "memory.json.journal").exists()
+    assert len(list(tmp_path.glob("memory.json.journal.unreadable-*"))) == 1
+
+    def side(shard: str) -> bytes:
+        (found_side,) = tmp_path.glob(f"{shard}.rejected-*")
+        return found_side.read_bytes()
+
+    assert side("memory.json") == b"{not json\n" + nested + b"\n"
+    assert side("memory-1.json") == bad_utf8 + b"\n" + line(ent("E1", "b")) + b"\n"
+    assert side("memory-2.json") == line(ent("E0", "other")) + b"\n"
+    assert side("lesson.json") == line(ent("Shared", "l")) + b"\n"
+    assert not (tmp_path / "lesson.json").exists()
+
+    repaired = [ent("E0", "x", "other"), ent("E1", "a", "b"), ent("Shared", "m", "l")]
+    fresh, heard = open_store(tmp_path)
+    assert heard.calls == [("memory", [], repaired)]
+    assert fresh.problems() == []
+
+
+def lesson_rule(record: Record) -> str | None:
+    return None if "errorPattern" in record else "a lesson needs an errorPattern"
+
+
+def test_a_record_rule_makes_a_bad_record_a_problem_and_its_shard_read_only_until_repaired(tmp_path: Path) -> None:
+    good = ent("L1", entity_type="lesson", errorPattern="E1")
+    write_shard(tmp_path / "lesson.json", line(good), line(ent("L2", entity_type="lesson")))
+    store, heard = open_store(tmp_path, record_checks={"lesson": lesson_rule})
+    problem = f"{tmp_path / 'lesson.json'}:2: a lesson needs an errorPattern"
+    assert [str(p) for p in store.problems()] == [problem]
+    assert store.check().problems == [problem]
+    assert heard.calls == [("lesson", [], [good])]
+
+    before = snapshot(tmp_path)
+    for change in (
+        lambda tx: tx.upsert("lesson", {**good, "observations": ["x"]}),
+        lambda tx: tx.delete("lesson", entity_key("L1")),
+    ):
+        with pytest.raises(CorruptFileError) as refused, store.transaction() as tx:
+            change(tx)
+        assert [str(p) for p in refused.value.problems] == [problem]
+    assert snapshot(tmp_path) == before
+    assert len(heard.calls) == 1
+
+    new = ent("L3", entity_type="lesson", errorPattern="E3")
+    upsert_all(store, [new], "lesson")
+    upsert_all(store, [ent("M1")])
+    assert names_in(tmp_path / "lesson-1.json") == ["L3"]
+    assert names_in(tmp_path / "memory.json") == ["M1"]
+
+    assert store.check(fix=True).ok
+    assert store.problems() == []
+    upsert_all(store, [{**good, "observations": ["x"]}], "lesson")
+    assert names_in(tmp_path / "lesson.json") == ["L1"]
+
+
+def test_a_transaction_whose_block_raises_writes_nothing_and_tells_no_listener(tmp_path: Path) -> None:
+    store, heard = open_store(tmp_path)
+    upsert_all(store, [ent(f"E{i}") for i in range(4)])
+    before, calls = snapshot(tmp_path), len(heard.calls)
+    with pytest.raises(RuntimeError, match="abort"), store.transaction() as tx:
+        tx.upsert("memory", ent("E0", "changed"))
+        tx.upsert("memory", ent("New"))
+        tx.delete("memory", entity_key("E3"))
+        tx.upsert("lesson", ent("L", entity_type="lesson"))
+        raise RuntimeError("abort")
+    assert snapshot(tmp_path) == before
+    assert len(heard.calls) == calls
+    _, fresh_heard = open_store(tmp_path)
+    assert fresh_heard.calls == [("memory", [], [ent(f"E{i}") for i in range(4)])]
+
+
+# os.replace calls: 1 the stamp, 2 the journal, 3 the first shard; a crash after 1 is before the journal exists
+@pytest.mark.parametrize(("replaces_before_crash", "outcome"), [(1, "original"), (2, "repaired"), (3, "repaired")])
+def test_a_crash_in_the_middle_of_a_multi_shard_repair_is_finished_or_undone_on_the_next_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replaces_before_crash: int, outcome: str
+) -> None:
+    folder, twin = tmp_path / "a", tmp_path / "b"
+    folder.mkdir()
+    write_shard(folder / "memory.json", line(ent("E0", "x")), b"{not json", line(ent("E1")))
+    write_shard(folder / "memory-1.json", line(ent("E0", "y")), line(ent("E2")))
+    write_shard(folder / "lesson.json", line(ent("E2", "lesson copy")))
+    shutil.copytree(folder, twin)
+    original = data_files(folder)
+    Store({"memory": twin / "memory.json", "lesson": twin / "lesson.json"}, shard_lines=3).check(fix=True)
+    repaired = data_files(twin)
+    assert repaired != original
+
+    real_replace: Callable[..., None] = os.replace
+    calls: list[object] = []
+
+    def crashing_replace(source: Any, target: Any) -> None:
+        calls.append(target)
+        if len(calls) > replaces_before_crash:
+            raise OSError("simulated crash")
+        real_replace(source, target)
+
+    monkeypatch.setattr("memory_graph.storage.files.os.replace", crashing_replace)
+    crashed = Store({"memory": folder / "memory.json", "lesson": folder / "lesson.json"}, shard_lines=3)
+    with pytest.raises(StorageError, match="simulated crash"):
+        crashed.check(fix=True)
+    monkeypatch.undo()
+
+    fresh, heard = open_store(folder)
+    state = data_files(folder)
+    assert state in (original, repaired)  # never a mix
+    assert state == (repaired if outcome == "repaired" else original)
+    assert not list(folder.glob(".*.tmp"))
+    if outcome == "repaired":
+        assert fresh.check().ok
+        assert heard.calls == [("memory", [], [ent("E0", "x", "y"), ent("E1"), ent("E2", "lesson copy")])]
+    else:
+        assert not fresh.check().ok
