@@ -113,38 +113,36 @@ def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
         else:
             return None, 'no "type" and not shaped like an entity or a relation'
     if kind == "relation":
-        for name in ("from", "to", "relationType"):
-            if not isinstance(item.get(name), str):
-                return None, f'relation field "{name}" must be a string'
-        record = {
-            "type": "relation",
-            "from": item["from"],
-            "to": item["to"],
-            "relationType": item["relationType"],
-        }
-        return record, ""
+        return _relation(item)
     if kind in ("entity", "lesson"):
-        if not isinstance(item.get("name"), str) or not item["name"]:
-            return None, 'entity field "name" must be a non-empty string'
-        entity_type = item.get("entityType", "lesson" if kind == "lesson" else None)
-        if not isinstance(entity_type, str):
-            return None, 'entity field "entityType" must be a string'
-        observations = item.get("observations", [])
-        if observations is None:
-            observations = []
-        if not _is_str_list(observations):
-            return None, 'entity field "observations" must be a list of strings'
-        record = {
-            "type": "entity",
-            "name": item["name"],
-            "entityType": entity_type,
-            "observations": observations,
-        }
-        for extra, value in item.items():
-            if extra not in record and extra != "type":
-                record[extra] = value
-        return record, ""
+        return _entity(item, kind)
     return None, f'unknown record type "{kind}" (expected "entity" or "relation")'
+
+
+def _relation(item: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    for name in ("from", "to", "relationType"):
+        if not isinstance(item.get(name), str):
+            return None, f'relation field "{name}" must be a string'
+    return {"type": "relation", "from": item["from"], "to": item["to"], "relationType": item["relationType"]}, ""
+
+
+def _entity(item: dict[str, Any], kind: str) -> tuple[dict[str, Any] | None, str]:
+    """An entity (or the fork's "lesson" record, an entity with more fields), extra fields kept."""
+    if not isinstance(item.get("name"), str) or not item["name"]:
+        return None, 'entity field "name" must be a non-empty string'
+    entity_type = item.get("entityType", "lesson" if kind == "lesson" else None)
+    if not isinstance(entity_type, str):
+        return None, 'entity field "entityType" must be a string'
+    observations = item.get("observations")
+    if observations is None:  # an entity without observations (legacy or hand-written) has none
+        observations = []
+    if not _is_str_list(observations):
+        return None, 'entity field "observations" must be a list of strings'
+    record = {"type": "entity", "name": item["name"], "entityType": entity_type, "observations": observations}
+    for extra, value in item.items():
+        if extra not in record and extra != "type":
+            record[extra] = value
+    return record, ""
 
 
 def _parse_all_at_once(lines: list[str]) -> list[Any] | None:
