@@ -60,7 +60,7 @@ class CollectionScan:
 
 def scan(collection: Collection) -> CollectionScan:
     result = CollectionScan(collection)
-    for index in sorted(collection.names.discover()):
+    for index in sorted(collection.on_disk()):
         try:
             parsed = collection.read(index)
         except FileNotFoundError:

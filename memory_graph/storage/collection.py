@@ -14,7 +14,8 @@ from typing import Any
 
 from memory_graph.errors import LineProblem, StorageError
 from memory_graph.storage.codec import Key, ParsedFile, RecordCheck, dump_line, merge_records, read_shard_file
-from memory_graph.storage.layout import FileStat, ShardNames, file_stat
+from memory_graph.storage.layout import FileStat, ShardNames, bookkeeping_file, file_stat
+from memory_graph.storage.stamp import Manifest, StampFile
 
 ShardLines = dict[Key, str]
 
@@ -42,8 +43,29 @@ class Collection:
         self.names = names
         self.shard_lines = shard_lines
         self.check = check
+        self.stamp = StampFile(bookkeeping_file(names.main_path, "stamp"))
+        self.seen_stamp: bytes | None = None
         self.shards: dict[int, Shard] = {}
         self.locations: dict[Key, list[int]] = {}
+
+    def on_disk(self) -> dict[int, FileStat]:
+        """This collection's shard files as they are now (the stamp says which files are ours)."""
+        return self.names.discover(self.stamp.manifest(self.stamp.read()))
+
+    def behind(self) -> bool:
+        """Whether another process committed to this collection since it was last read."""
+        return self.stamp.read() != self.seen_stamp
+
+    def next_manifest(self, plan: dict[int, ShardLines], token: str) -> Manifest:
+        """The stamp's shard list once a commit of `plan` is done: rewritten shards get the new generation."""
+        manifest = {self.names.path(i).name: shard.generation or token for i, shard in self.shards.items()}
+        for index, lines in plan.items():
+            name = self.names.path(index).name
+            if lines:
+                manifest[name] = token
+            else:
+                manifest.pop(name, None)
+        return manifest
 
     def read(self, index: int) -> ParsedFile:
         """Parse one shard from disk with this collection's record rule (the one parser, for loads and checks)."""
@@ -79,7 +101,7 @@ class Collection:
 
     def stale_shards(self) -> list[int]:
         """Shards whose file is not the one this collection read (edited by hand, created or deleted)."""
-        on_disk = self.names.discover()
+        on_disk = self.on_disk()
         return [i for i in set(on_disk) | set(self.shards) if on_disk.get(i) != self._held_stat(i)]
 
     def _held_stat(self, index: int) -> FileStat | None:
@@ -87,9 +109,12 @@ class Collection:
         return shard.stat if shard is not None else None
 
     # -- following the disk --------------------------------------------------------------------------------
-    def reload(self, generations: dict[str, str]) -> Reloaded:
+    def reload(self) -> Reloaded:
         """Reread the shards that changed on disk (by generation or by stat) and say what changed."""
+        raw = self.stamp.read()
+        generations = self.stamp.manifest(raw)
         changed = self._changed_on_disk(generations)
+        self.seen_stamp = raw
         if not changed:
             return Reloaded()
         first_load = not self.locations
@@ -116,8 +141,8 @@ class Collection:
                 different.add(key)
         return Reloaded(removed, self._in_file_order(changed, different, fresh))
 
-    def _changed_on_disk(self, generations: dict[str, str]) -> dict[int, ParsedFile | None]:
-        on_disk = self.names.discover()
+    def _changed_on_disk(self, generations: Manifest | None) -> dict[int, ParsedFile | None]:
+        on_disk = self.names.discover(generations)
         changed: dict[int, ParsedFile | None] = {}
         for index in set(on_disk) | set(self.shards):
             known = self.shards.get(index)
@@ -125,7 +150,7 @@ class Collection:
                 changed[index] = None
                 continue
             path = self.names.path(index)
-            generation = generations.get(str(path))
+            generation = (generations or {}).get(path.name)
             if (
                 known is None
                 or known.stat != on_disk[index]
@@ -139,7 +164,9 @@ class Collection:
                     raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
         return changed
 
-    def _install(self, changed: dict[int, ParsedFile | None], generations: dict[str, str]) -> dict[str, dict[str, Any]]:
+    def _install(
+        self, changed: dict[int, ParsedFile | None], generations: Manifest | None
+    ) -> dict[str, dict[str, Any]]:
         """Replace the changed shards with what was read; returns the parsed records by line (to skip reparsing)."""
         fresh: dict[str, dict[str, Any]] = {}
         for index, parsed in changed.items():
@@ -157,7 +184,8 @@ class Collection:
                 lines[key] = line
                 fresh[line] = record
             count = len(parsed.records) + len(parsed.problems)
-            self.shards[index] = Shard(lines, file_stat(path), generations.get(str(path)), parsed.problems, count)
+            generation = (generations or {}).get(path.name)
+            self.shards[index] = Shard(lines, file_stat(path), generation, parsed.problems, count)
             for key in lines:
                 self._locate(key, index)
         return fresh

@@ -1,16 +1,21 @@
 """Where a store's bytes live: the one naming rule for shards and for the lock, journal and stamp files.
 
-A collection's main file (`memory.json`) and its shards `memory-1.json`, `memory-2.json`, ... sit in one folder.
-The store's own bookkeeping files are named after the first collection's main file: `memory.json.lock`,
-`memory.json.journal`, `memory.json.stamp`.
+A collection's main file (`memory.json`) and its shards `memory-1.json`, `memory-2.json`, ... sit in one folder,
+with the collection's own `memory.json.lock` and `memory.json.stamp` beside them (they belong to the files they
+protect, so two memories sharing one lesson file share its lock). The store's journal is named after its first
+collection's main file: `memory.json.journal`.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+BOOKKEEPING = ("lock", "stamp", "journal")
 
 FileStat = tuple[int, int, int]
 """(size, mtime_ns, inode): what tells whether a file changed since it was read."""
@@ -53,41 +58,39 @@ class ShardNames:
         match = self._pattern.match(file_name)
         return int(match.group(1)) if match else None
 
-    def discover(self) -> dict[int, FileStat]:
-        """The shards on disk and their stats: one directory scan, one stat per shard."""
-        found: dict[int, FileStat] = {}
+    def discover(self, manifest: Mapping[str, str] | None) -> dict[int, FileStat]:
+        """This collection's shards on disk and their stats: one directory scan, one stat per shard.
+
+        The main file is always ours; another shard only if the manifest lists it, or, without a manifest
+        (a legacy store), if it is not another memory's main file (which has bookkeeping files of its own)."""
         try:
-            entries = os.scandir(self.folder)
+            with os.scandir(self.folder) as entries:
+                listing = {entry.name: entry for entry in entries}
         except FileNotFoundError:
-            return found
-        with entries:
-            for entry in entries:
-                index = self.index_of(entry.name)
-                if index is None:
-                    continue
-                try:
-                    st = entry.stat()
-                except FileNotFoundError:
-                    continue
+            return {}
+        found: dict[int, FileStat] = {}
+        for name, entry in listing.items():
+            index = self.index_of(name)
+            if index is None or (index and not self._ours(name, manifest, listing)):
+                continue
+            try:
+                st = entry.stat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode):
                 found[index] = (st.st_size, st.st_mtime_ns, st.st_ino)
         return found
 
+    @staticmethod
+    def _ours(name: str, manifest: Mapping[str, str] | None, listing: Mapping[str, object]) -> bool:
+        if manifest is not None:
+            return name in manifest
+        return not any(f"{name}.{suffix}" in listing for suffix in BOOKKEEPING)
 
-@dataclass(frozen=True)
-class StoreFiles:
-    """The store's bookkeeping files, beside the first collection's main file."""
 
-    folder: Path
-    lock: Path
-    journal: Path
-    stamp: Path
-
-    @classmethod
-    def beside(cls, main_path: Path) -> StoreFiles:
-        def sibling(suffix: str) -> Path:
-            return main_path.with_name(f"{main_path.name}.{suffix}")
-
-        return cls(main_path.parent, sibling("lock"), sibling("journal"), sibling("stamp"))
+def bookkeeping_file(main_path: Path, suffix: str) -> Path:
+    """`memory.json.lock`, `memory.json.stamp`, `memory.json.journal`: a data file's own bookkeeping."""
+    return main_path.with_name(f"{main_path.name}.{suffix}")
 
 
 def rejected_lines_file(shard: Path, stamp: str) -> Path:

@@ -1,20 +1,28 @@
-"""The stamp: one small file whose bytes change with every commit, so a process tells with one read whether
-another process committed since it last looked.
+"""The stamp: one small file per collection (`memory.json.stamp`) that is both its manifest and its change signal.
 
-It maps each shard's path to a generation token renewed by every commit that rewrites the shard, written
-*before* any shard is touched: a writer that dies after it only makes others reread (harmless); one that wrote
-it last could let them miss a change and overwrite it. It is not fsynced: a stamp lost to a power cut only
-makes the next process compare shard stats.
+It lists the collection's shard files by name, each with a generation token that every commit rewriting the
+shard renews. It says two things:
+- **which files are this collection's shards.** A file named like a shard (`memory-2.json`) that the stamp does
+  not list is not ours (it may be another memory's main file in the same folder) and is never read or
+  written. A collection without a stamp (a legacy store, or one whose stamp was lost) adopts shard files by
+  name, except files that are clearly another memory's (they have a lock, stamp or journal of their own).
+- **whether another process committed.** It is written *before* any shard is touched, so a process tells with
+  one small read whether to reload; a writer that dies after writing it only makes others reread (harmless).
+  It is fsynced only when the set of shards changes: a lost generation only makes the next process compare
+  shard stats, but a lost shard name would hide that shard.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable
 from pathlib import Path
 
 from memory_graph.storage.files import atomic_write
+
+FORMAT = 2
+Manifest = dict[str, str]
+"""Shard file name -> generation token."""
 
 
 class StampFile:
@@ -24,27 +32,25 @@ class StampFile:
     def read(self) -> bytes:
         try:
             return self.path.read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return b""
 
     @staticmethod
-    def generations(raw: bytes) -> dict[str, str]:
-        """The shard -> generation map in a stamp's bytes; an unreadable stamp counts as empty (rereads)."""
+    def manifest(raw: bytes) -> Manifest | None:
+        """The shards a stamp lists, or None when there is no usable stamp (adopt shards by name then)."""
         try:
-            data = json.loads(raw.decode("utf-8")) if raw else {}
-            generations = data.get("generations", {})
-            return {str(k): str(v) for k, v in generations.items()} if isinstance(generations, dict) else {}
-        except (ValueError, AttributeError):
-            return {}
+            data = json.loads(raw.decode("utf-8")) if raw else None
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("shards"), dict):
+            return None  # an older stamp listed only the shards it had rewritten: not a manifest
+        return {str(k): str(v) for k, v in data["shards"].items() if isinstance(k, str) and "/" not in k}
 
-    def renew(self, rewritten: Iterable[Path], removed: Iterable[Path]) -> tuple[str, bytes]:
-        """Give the shards a commit rewrites a new generation (and forget removed ones): (token, new bytes)."""
-        generations = self.generations(self.read())
-        token = secrets.token_hex(8)
-        for path in rewritten:
-            generations[str(path)] = token
-        for path in removed:
-            generations.pop(str(path), None)
-        text = json.dumps({"generations": generations}, separators=(",", ":"), sort_keys=True)
-        atomic_write(self.path, text, durable=False)
-        return token, text.encode("utf-8")
+    @staticmethod
+    def new_token() -> str:
+        return secrets.token_hex(8)
+
+    def write(self, shards: Manifest, durable: bool) -> bytes:
+        text = json.dumps({"format": FORMAT, "shards": shards}, separators=(",", ":"), sort_keys=True)
+        atomic_write(self.path, text, durable=durable)
+        return text.encode("utf-8")

@@ -1,9 +1,9 @@
-"""The store: all collections of one memory behind one lock, one journal and one stamp.
+"""The store: all collections of one memory, behind their folders' locks, their stamps and one journal.
 
 Several processes may share the files (Claude Desktop and Cursor on one memory). The rules:
-- every change happens in a `transaction()`, under an inter-process `filelock`, after the store has caught
+- every change happens in a `transaction()`, under an inter-process lock (lock.py), after the store has caught
   up with the files, and is committed all or nothing when the block ends (nothing is written if it raises);
-- a call reads the stamp (see stamp.py); only when it changed does the store stat the shards and reparse the
+- a call reads each collection's stamp (see stamp.py); only when one changed does the store stat the shards and reparse the
   ones whose generation or stat changed. Hand edits, which renew no generation, are caught by a stat of every
   shard when a transaction starts and at most once a second on reads;
 - a commit that touches more than one file goes through the journal (see files.py), so a crash leaves the
@@ -16,8 +16,8 @@ changed, whether the change came from this process or from the files.
 
 from __future__ import annotations
 
-import errno
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -26,21 +26,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import filelock
-
 from memory_graph.errors import LineProblem, StaleShardError, StorageError
 from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_repair, report, scan
 from memory_graph.storage.codec import Key, RecordCheck, record_key
 from memory_graph.storage.collection import Collection, Reloaded
 from memory_graph.storage.files import FileWrite, commit_files, read_journal, recover_journal, remove_stray_temps
-from memory_graph.storage.layout import ShardNames, StoreFiles, file_stat
+from memory_graph.storage.layout import ShardNames, bookkeeping_file, file_stat
+from memory_graph.storage.lock import FolderLock, LockTimeout
 from memory_graph.storage.placement import Changes, Plan, plan_changes
-from memory_graph.storage.stamp import StampFile
+from memory_graph.storage.stamp import Manifest, StampFile
 
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT_SECONDS = 60.0
-READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 class ChangeListener(Protocol):
@@ -77,29 +75,28 @@ class Store:
             name: Collection(name, ShardNames(path), shard_lines, checks.get(name))
             for name, path in collections.items()
         }
-        self.files = StoreFiles.beside(next(iter(collections.values())))
+        main = next(iter(collections.values()))
+        self.folder = main.parent
+        self.journal = bookkeeping_file(main, "journal")
         self.shard_lines = shard_lines
-        self._stamp = StampFile(self.files.stamp)
         self._hand_edit_interval = hand_edit_check_seconds
         self._thread_lock = threading.RLock()
         self._lock_timeout = lock_timeout_seconds
-        self._file_lock = filelock.FileLock(str(self.files.lock), timeout=lock_timeout_seconds)
+        # One lock per data folder, always taken in one global order (by path): two stores sharing a collection
+        # share its folder's lock and never deadlock.
+        folders = sorted({c.names.folder.resolve() for c in self.collections.values()}, key=str)
+        self._locks = [FolderLock(folder, lock_timeout_seconds) for folder in folders]
         self._listeners: list[ChangeListener] = []
-        self._seen_stamp: bytes | None = None
         self._last_full_check = 0.0
         self._opened = False
         self.bytes_written = 0  # for tests and benchmarks: what commits cost
 
-    @property
-    def folder(self) -> Path:
-        return self.files.folder
-
     def paths(self) -> set[Path]:
-        """Every file that is the store's own: shards on disk, main files, lock, journal, stamp."""
-        owned = {self.files.lock, self.files.journal, self.files.stamp}
+        """Every file that is the store's own: shards on disk, main files, locks, stamps, the journal."""
+        owned = {self.journal}
         for collection in self.collections.values():
-            owned.add(collection.names.main_path)
-            owned.update(collection.names.path(i) for i in collection.names.discover())
+            owned.update({collection.names.main_path, collection.stamp.path})
+            owned.update(collection.names.path(i) for i in collection.on_disk())
         return {p.resolve() for p in owned}
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -113,35 +110,46 @@ class Store:
                 return
             for collection in self.collections.values():
                 _make_folder(collection.names.folder)
-            with self._locked(write=False) as locked:
-                self._catch_up(startup=True, locked=locked)
+            with self._locked(write=False):
+                self._catch_up(startup=True)
                 self._opened = True
             log.info("memory opened: %s", ", ".join(str(c.names.main_path) for c in self.collections.values()))
 
     @contextmanager
-    def _locked(self, write: bool) -> Iterator[bool]:
-        """Hold the inter-process lock; yields whether it is held. A folder where the lock file cannot be
-        created (read-only) still serves reads, unlocked; writes there are refused with the reason."""
+    def _locked(self, write: bool) -> Iterator[None]:
+        """Hold the inter-process lock of every data folder; yields whether they are held."""
+        taken: list[FolderLock] = []
         try:
-            self._file_lock.acquire()
-        except filelock.Timeout as exc:
+            for lock in self._locks:
+                lock.acquire()
+                taken.append(lock)
+        except LockTimeout as exc:
+            _release(taken)
             raise StorageError(
-                f"another process has held the lock {self.files.lock} for over {self._lock_timeout:g} s "
+                f"another process has held the lock {exc} for over {self._lock_timeout:g} s "
                 "(a long import or repair?). Nothing was changed; retry when it has finished."
             ) from exc
         except OSError as exc:
-            if write or exc.errno not in READ_ONLY_ERRNOS:
-                raise StorageError(
-                    f"cannot change the memory in {self.folder}: the lock file {self.files.lock} cannot be created "
-                    f"({exc.strerror}). Reads still work; to write, make the folder writable or point "
-                    "MEMORY_FILE_PATH at a writable folder."
-                ) from exc
-            yield False
-            return
+            _release(taken)
+            raise StorageError(
+                f"cannot open the data folder {exc.filename} ({exc.strerror}); check that it exists and that "
+                "this user may read it, or point MEMORY_FILE_PATH elsewhere"
+            ) from exc
         try:
-            yield True
+            if write:
+                self._refuse_read_only()
+            yield
         finally:
-            self._file_lock.release()
+            _release(taken)
+
+    def _refuse_read_only(self) -> None:
+        for collection in self.collections.values():
+            folder = collection.names.folder
+            if not os.access(folder, os.W_OK):
+                raise StorageError(
+                    f"cannot change the memory: the data folder {folder} is read-only for this user. Reads still "
+                    "work; to write, make the folder writable or point MEMORY_FILE_PATH at a writable folder."
+                )
 
     # -- reading and writing ---------------------------------------------------------------------------------
     @contextmanager
@@ -151,8 +159,8 @@ class Store:
             if not self._opened:
                 self.open()
             elif self._behind():
-                with self._locked(write=False) as locked:
-                    self._catch_up(locked=locked)
+                with self._locked(write=False):
+                    self._catch_up()
             yield
 
     def poll(self) -> None:
@@ -198,29 +206,24 @@ class Store:
     def _behind(self) -> bool:
         """Whether another process committed (the stamp changed) or a check for hand edits is due."""
         return (
-            self._stamp.read() != self._seen_stamp
+            any(c.behind() for c in self.collections.values())
             or time.monotonic() - self._last_full_check >= self._hand_edit_interval
         )
 
-    def _catch_up(self, startup: bool = False, locked: bool = True) -> None:
-        """Finish any interrupted commit (when holding the lock) and reload what changed on disk."""
-        recovered: list[FileWrite] = []
-        if locked:
-            try:
-                recovered = recover_journal(self.files.journal)
-            except OSError as exc:
-                raise StorageError(f"cannot finish the interrupted commit in {self.files.journal}: {exc}") from exc
+    def _catch_up(self, startup: bool = False) -> None:
+        """With the lock held: finish any interrupted commit and reload what changed on disk."""
+        try:
+            recovered = recover_journal(self.journal)
+        except OSError as exc:
+            raise StorageError(f"cannot finish the interrupted commit in {self.journal}: {exc}") from exc
         if recovered:
             log.warning("finished a commit interrupted by a crash: %d file(s)", len(recovered))
-        if locked and (startup or recovered):
+        if startup or recovered:
             # Only a crashed writer leaves temp files; sweeping them on every write would cost a directory scan.
             for collection in self.collections.values():
                 remove_stray_temps(collection.names.folder, collection.names.main_path.stem)
-        raw = self._stamp.read()
-        generations = self._stamp.generations(raw)
         for collection in self.collections.values():
-            self._notify(collection.name, collection.reload(generations))
-        self._seen_stamp = raw
+            self._notify(collection.name, collection.reload())
         self._last_full_check = time.monotonic()
         if startup:
             for problem in (p for c in self.collections.values() for p in c.problems()):
@@ -246,7 +249,8 @@ class Store:
                     writes.append(FileWrite(path, "\n".join(lines.values()) + "\n"))
                 elif index in collection.shards:
                     writes.append(FileWrite(path, None))
-        token = self._write(writes)
+        token = StampFile.new_token()
+        self._write(writes, {name: self.collections[name].next_manifest(plan, token) for name, plan in plans.items()})
         for name, plan in plans.items():
             collection = self.collections[name]
             collection.apply(plan, token)
@@ -254,21 +258,21 @@ class Store:
             upserted = [r for r in changes[name].upserts if record_key(r) in collection.locations]
             self._notify(name, Reloaded(removed, upserted))
 
-    def _write(self, writes: list[FileWrite]) -> str:
-        """Renew the stamp, then make the writes happen all or nothing; returns the new generation token."""
+    def _write(self, writes: list[FileWrite], manifests: dict[str, Manifest]) -> None:
+        """Renew the stamps (first: see stamp.py), then make the writes happen all or nothing."""
         try:
-            token, stamp = self._stamp.renew(
-                [w.path for w in writes if w.content is not None], [w.path for w in writes if w.content is None]
-            )
-            commit_files(writes, self.files.journal)
+            for name, manifest in manifests.items():
+                collection = self.collections[name]
+                held = {collection.names.path(i).name for i in collection.shards}
+                collection.seen_stamp = collection.stamp.write(manifest, durable=set(manifest) != held)
+                self.bytes_written += len(collection.seen_stamp)
+            commit_files(writes, self.journal)
         except OSError as exc:
             raise StorageError(
                 f"could not save to {self.folder}: {exc.strerror or exc}. Nothing was changed; "
                 "free disk space or fix the folder's permissions, then retry."
             ) from exc
-        self.bytes_written += sum(len(w.content.encode("utf-8")) for w in writes if w.content) + len(stamp)
-        self._seen_stamp = stamp
-        return token
+        self.bytes_written += sum(len(w.content.encode("utf-8")) for w in writes if w.content)
 
     def _verify_unchanged(self, plans: dict[str, Plan]) -> None:
         """Refuse to overwrite a shard that changed on disk since the transaction started (a hand edit in the
@@ -297,7 +301,13 @@ class Store:
             if fix and found.problems:
                 repair = plan_repair(scans)
                 repaired.extend(keep_rejected_lines(repair, label))
-                self._write(repair.writes)
+                token = StampFile.new_token()
+                removed = {w.path for w in repair.writes if w.content is None}
+                manifests = {
+                    scanned.collection.name: {s.path.name: token for s in scanned.shards if s.path not in removed}
+                    for scanned in scans
+                }
+                self._write(repair.writes, manifests)
                 found = report([scan(c) for c in self.collections.values()], self.shard_lines)
             found.repaired = repaired
             if self._opened and fix:
@@ -306,24 +316,29 @@ class Store:
 
     def _journal_problems(self) -> list[str]:
         try:
-            writes = read_journal(self.files.journal)
+            writes = read_journal(self.journal)
         except StorageError as exc:
             return [str(exc)]
         if writes is None:
             return []
         return [
-            f"{self.files.journal}: an interrupted commit of {len(writes)} file(s); the next server start "
+            f"{self.journal}: an interrupted commit of {len(writes)} file(s); the next server start "
             "or `memory-graph repair` finishes it"
         ]
 
     def _finish_or_set_aside_journal(self, label: str) -> list[str]:
         try:
-            writes = recover_journal(self.files.journal)
+            writes = recover_journal(self.journal)
         except StorageError:
-            aside = self.files.journal.with_name(f"{self.files.journal.name}.unreadable-{label}")
-            self.files.journal.replace(aside)
-            return [f"moved the unreadable journal {self.files.journal} to {aside}"]
-        return [f"finished the interrupted commit in {self.files.journal} ({len(writes)} file(s))"] if writes else []
+            aside = self.journal.with_name(f"{self.journal.name}.unreadable-{label}")
+            self.journal.replace(aside)
+            return [f"moved the unreadable journal {self.journal} to {aside}"]
+        return [f"finished the interrupted commit in {self.journal} ({len(writes)} file(s))"] if writes else []
+
+
+def _release(locks: list[FolderLock]) -> None:
+    for lock in reversed(locks):
+        lock.release()
 
 
 def _make_folder(folder: Path) -> None:

@@ -3,6 +3,7 @@ through a real subprocess."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -11,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import filelock
 import pytest
 
 from memory_graph.cli import main
@@ -255,8 +255,11 @@ def test_repair_waits_for_the_store_lock_and_says_so_when_it_cannot_have_it(tmp_
     shard = folder / "memory.json"
     shard.write_bytes(shard.read_bytes() + b"not json\n")
     repairer = Store({"memory": shard, "lesson": folder / "lesson.json"}, lock_timeout_seconds=0.2)
-    with filelock.FileLock(str(folder / "memory.json.lock")), pytest.raises(StorageError, match="held the lock"):
+    held = os.open(folder, os.O_RDONLY)  # another process's lock: flock on the data folder, as the store takes it
+    fcntl.flock(held, fcntl.LOCK_EX)
+    with pytest.raises(StorageError, match="held the lock"):
         repairer.check(fix=True)
+    os.close(held)
     assert repairer.check(fix=True).ok
     running.store.poll()
     assert running.store.problems() == []
