@@ -57,14 +57,13 @@ class Collection:
         return self.stamp.read() != self.seen_stamp
 
     def next_manifest(self, plan: dict[int, ShardLines], token: str) -> Manifest:
-        """The stamp's shard list once a commit of `plan` is done: rewritten shards get the new generation."""
+        """The stamp to write before committing `plan`: every shard held now and every shard the plan creates,
+        rewritten ones with the new generation. A shard the plan removes stays listed until the next commit:
+        if the commit dies before removing it, it must still be read (its records are still current)."""
         manifest = {self.names.path(i).name: shard.generation or token for i, shard in self.shards.items()}
         for index, lines in plan.items():
-            name = self.names.path(index).name
             if lines:
-                manifest[name] = token
-            else:
-                manifest.pop(name, None)
+                manifest[self.names.path(index).name] = token
         return manifest
 
     def read(self, index: int) -> ParsedFile:

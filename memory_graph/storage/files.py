@@ -1,25 +1,45 @@
 """Durable file primitives: atomic replace with fsync, and the commit journal.
 
 A single file is replaced atomically by writing a uniquely named temp file in the same folder, fsyncing it,
-`os.replace`-ing it over the target and fsyncing the folder. A commit that changes several files first writes
-the complete new contents of all of them to a journal the same way; once the journal exists the commit is
-decided, and `recover_journal` finishes it after a crash. Either way a reader never sees a torn file, and a
-crash leaves exactly the state before or after the commit.
+`os.replace`-ing it over the target and fsyncing the folder. A file we replace keeps its permissions; a new
+one is created 0600 (a memory holds personal facts).
+
+A commit that changes several files:
+1. writes every new content to its temp file and fsyncs it (this is where a full disk fails: the temps are
+   removed and nothing has changed);
+2. writes the journal: for each target, its temp file (or a delete), the target's stat before the commit and
+   the hash of its new content. Paths are relative to the journal's folder, so a copied or restored data
+   folder never reaches back into the original one. Once the journal is on disk the commit is decided;
+3. renames the temps over the targets (renames need no space), removes the journal.
+
+Whoever holds the lock next finishes a decided commit (`recover_journal`): a target still as it was before is
+renamed into place; one already holding the new content is left; one changed since by someone who did not
+see this journal (a store sharing this file) is left alone, never overwritten with older content. Only files
+the store owns are ever touched: a journal naming anything else is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterable
+import stat
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memory_graph.errors import StorageError
 
 TEMP_SUFFIX = ".tmp"
+JOURNAL_FORMAT = "memory-graph-journal/2"
+NEW_FILE_MODE = 0o600
+
+
+class CommitPendingError(StorageError):
+    """The commit is decided (its journal is on disk) but could not be applied now; it will be finished."""
 
 
 @dataclass(frozen=True)
@@ -42,18 +62,30 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return NEW_FILE_MODE
+
+
 def _write_temp(target: Path, content: str, durable: bool = True) -> Path:
     temp = temp_name(target)
+    mode = _mode_for(target)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        with open(temp, "w", encoding="utf-8", newline="\n") as handle:
+        os.fchmod(fd, mode)  # exactly the target's mode, whatever the umask
+        with open(fd, "w", encoding="utf-8", newline="\n", closefd=False) as handle:
             handle.write(content)
+            handle.flush()
             if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
+                os.fsync(fd)
     except BaseException:
+        os.close(fd)
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
+    os.close(fd)
     return temp
 
 
@@ -70,71 +102,177 @@ def atomic_write(target: Path, content: str, durable: bool = True) -> None:
         fsync_dir(target.parent)
 
 
-def apply_writes(writes: Iterable[FileWrite]) -> None:
-    """Apply file writes and deletes durably (each write atomic; the set as a whole is not)."""
-    folders: set[Path] = set()
-    for write in writes:
-        if write.content is None:
-            with contextlib.suppress(FileNotFoundError):
-                write.path.unlink()
-        else:
-            temp = _write_temp(write.path, write.content)
-            os.replace(temp, write.path)
-        folders.add(write.path.parent)
-    for folder in folders:
-        fsync_dir(folder)
+def _digest(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _stat_of(path: Path) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _relative(path: Path, base: Path) -> str:
+    return os.path.relpath(path, base)
 
 
 def commit_files(writes: list[FileWrite], journal: Path) -> None:
-    """Make all `writes` happen, or none of them, even across a crash."""
+    """Make all `writes` happen, or none of them, even across a crash (see the module docstring)."""
     if len(writes) == 1 and writes[0].content is not None:
         atomic_write(writes[0].path, writes[0].content)
         return
     if len(writes) == 1:
-        apply_writes(writes)
+        with contextlib.suppress(FileNotFoundError):
+            writes[0].path.unlink()
+        fsync_dir(writes[0].path.parent)
         return
-    payload = {
-        "format": "memory-graph-journal/1",
-        "writes": [{"path": str(w.path), "content": w.content} for w in writes],
-    }
-    atomic_write(journal, json.dumps(payload, ensure_ascii=False))
-    apply_writes(writes)
-    journal.unlink()
-    fsync_dir(journal.parent)
-
-
-def read_journal(journal: Path) -> list[FileWrite] | None:
-    """The writes of an unfinished commit, or None when there is none."""
+    temps: dict[Path, Path] = {}
     try:
-        text = journal.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+        for write in writes:
+            if write.content is not None:
+                temps[write.path] = _write_temp(write.path, write.content)
+        base = journal.parent
+        entries = [
+            {
+                "target": _relative(w.path, base),
+                "temp": _relative(temps[w.path], base) if w.path in temps else None,
+                "before": _stat_of(w.path),
+                "after": _digest(w.content) if w.content is not None else None,
+            }
+            for w in writes
+        ]
+        atomic_write(journal, json.dumps({"format": JOURNAL_FORMAT, "writes": entries}, ensure_ascii=False))
+    except BaseException:
+        for temp in temps.values():
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        raise
     try:
-        payload = json.loads(text)
-        return [FileWrite(Path(item["path"]), item["content"]) for item in payload["writes"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise StorageError(
-            f"the commit journal {journal} is unreadable ({exc}); it was written atomically, so it was "
-            "changed by hand or by another program. Move it aside to discard that commit, or run "
-            "`memory-graph repair`."
+        _apply(journal, [_entry(e, base) for e in entries])
+    except OSError as exc:
+        raise CommitPendingError(
+            f"the change is saved in {journal} but could not be put in place yet ({exc.strerror or exc}); "
+            "it is finished by the next call that can write there"
         ) from exc
 
 
-def recover_journal(journal: Path) -> list[FileWrite]:
-    """Finish a commit a crash interrupted (roll forward). Returns what it rewrote."""
-    writes = read_journal(journal)
-    if writes is None:
-        return []
-    apply_writes(writes)
+@dataclass(frozen=True)
+class JournalEntry:
+    target: Path
+    temp: Path | None
+    before: list[int] | None
+    after: str | None
+
+
+def _entry(item: dict[str, Any], base: Path) -> JournalEntry:
+    temp = item["temp"]
+    return JournalEntry(base / item["target"], base / temp if temp else None, item["before"], item["after"])
+
+
+def _apply(journal: Path, entries: list[JournalEntry]) -> list[str]:
+    """Put a decided commit in place, target by target, as the module docstring says; returns what it skipped."""
+    skipped: list[str] = []
+    for entry in entries:
+        current = _stat_of(entry.target)
+        if entry.after is None:
+            if current is not None and current == entry.before:
+                entry.target.unlink()
+            elif current is not None:
+                skipped.append(f"{entry.target} (changed since; not deleted)")
+            continue
+        if current == entry.before and entry.temp is not None and entry.temp.exists():
+            os.replace(entry.temp, entry.target)
+            continue
+        if entry.temp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                entry.temp.unlink()
+        if _file_digest(entry.target) != entry.after:
+            skipped.append(f"{entry.target} (changed since, or its new content was lost; left as it is)")
+    for folder in {e.target.parent for e in entries} | {journal.parent}:
+        fsync_dir(folder)
     journal.unlink()
     fsync_dir(journal.parent)
-    return writes
+    return skipped
 
 
-def remove_stray_temps(folder: Path, prefix: str) -> None:
-    """Delete temp files left by a crashed writer (call only while holding the store lock)."""
-    with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(folder):
-            if entry.name.startswith(f".{prefix}") and entry.name.endswith(TEMP_SUFFIX):
+def read_journal(journal: Path, owned: Callable[[Path], bool]) -> list[JournalEntry] | None:
+    """The entries of a decided commit, or None when there is none; a journal that is not ours to apply
+    (unreadable, another format, or naming a file the store does not own) is refused with the remedy."""
+    try:
+        raw = journal.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise StorageError(
+            f"{journal} is a folder; memory-graph keeps its commit journal there: move it away"
+        ) from None
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+        if payload.get("format") != JOURNAL_FORMAT:
+            raise ValueError(f"unknown format {payload.get('format')!r}")
+        entries = [_entry(item, journal.parent) for item in payload["writes"]]
+        for entry in entries:
+            _check_entry(entry, owned)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise StorageError(
+            f"the commit journal {journal} is unreadable or not this store's ({exc}); it is written atomically, "
+            "so it was changed by hand, copied from elsewhere or written by another program. Run "
+            "`memory-graph repair` to set it aside (that discards the commit it describes)."
+        ) from exc
+    return entries
+
+
+def _check_entry(entry: JournalEntry, owned: Callable[[Path], bool]) -> None:
+    if not isinstance(entry.before, (list, type(None))) or not isinstance(entry.after, (str, type(None))):
+        raise ValueError(f"malformed entry for {entry.target}")
+    if not owned(entry.target):
+        raise ValueError(f"it names {entry.target}, which is not one of this store's files")
+    if entry.temp is not None and (
+        entry.temp.parent != entry.target.parent
+        or not entry.temp.name.startswith(f".{entry.target.name}.")
+        or not entry.temp.name.endswith(TEMP_SUFFIX)
+    ):
+        raise ValueError(f"its temp file {entry.temp} does not belong to {entry.target}")
+
+
+def recover_journal(journal: Path, owned: Callable[[Path], bool]) -> list[str] | None:
+    """Finish a commit a crash interrupted (roll forward). Returns None when there was none, else what it
+    had to leave alone (targets changed since by someone else)."""
+    entries = read_journal(journal, owned)
+    if entries is None:
+        return None
+    return _apply(journal, entries)
+
+
+def journal_temps(folder: Path) -> set[str]:
+    """Temp files that journals in a folder still need (another memory's pending commit among them)."""
+    needed: set[str] = set()
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".journal"):
+                continue
+            with contextlib.suppress(OSError, ValueError, AttributeError, TypeError, KeyError, RecursionError):
+                payload = json.loads(Path(entry.path).read_bytes().decode("utf-8"))
+                needed.update(Path(w["temp"]).name for w in payload["writes"] if w.get("temp"))
+    return needed
+
+
+def remove_stray_temps(folder: Path, prefixes: Iterable[str]) -> None:
+    """Delete temp files left by a crashed writer (call only while holding the folder's lock), except those
+    a pending journal still needs."""
+    starts = tuple(f".{prefix}" for prefix in prefixes)
+    needed = journal_temps(folder)
+    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(starts) and entry.name.endswith(TEMP_SUFFIX) and entry.name not in needed:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)

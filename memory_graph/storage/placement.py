@@ -83,6 +83,7 @@ def _place(collection: Collection, plan: Plan, new_lines: list[tuple[Key, str]])
         fill(plan.setdefault(index, dict(shard.lines) if shard is not None else {}))
     index = 0
     while pending:
-        while index in collection.shards or index in plan:
+        # A file already there that is not ours (another memory's `memory-2.json`) is never taken over.
+        while index in collection.shards or index in plan or collection.names.path(index).exists():
             index += 1
         fill(plan.setdefault(index, {}))

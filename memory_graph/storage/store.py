@@ -3,9 +3,9 @@
 Several processes may share the files (Claude Desktop and Cursor on one memory). The rules:
 - every change happens in a `transaction()`, under an inter-process lock (lock.py), after the store has caught
   up with the files, and is committed all or nothing when the block ends (nothing is written if it raises);
-- a call reads each collection's stamp (see stamp.py); only when one changed does the store stat the shards and reparse the
-  ones whose generation or stat changed. Hand edits, which renew no generation, are caught by a stat of every
-  shard when a transaction starts and at most once a second on reads;
+- a call reads each collection's stamp (see stamp.py); only when one changed does the store stat the shards
+  and reparse the ones whose generation or stat changed. Hand edits, which renew no generation, are caught by
+  a stat of every shard when a transaction starts and at most once a second on reads;
 - a commit that touches more than one file goes through the journal (see files.py), so a crash leaves the
   state before or after it, never a mix; whoever takes the lock next finishes an interrupted commit;
 - `check(fix=True)` repairs through the same lock, journal and stamp.
@@ -90,6 +90,13 @@ class Store:
         self._last_full_check = 0.0
         self._opened = False
         self.bytes_written = 0  # for tests and benchmarks: what commits cost
+
+    def owns(self, path: Path) -> bool:
+        """Whether a path is one of this store's data files (a shard by the naming rule, in its folder)."""
+        return any(
+            path.parent.resolve() == c.names.folder.resolve() and c.names.index_of(path.name) is not None
+            for c in self.collections.values()
+        )
 
     def paths(self) -> set[Path]:
         """Every file that is the store's own: shards on disk, main files, locks, stamps, the journal."""
@@ -213,15 +220,17 @@ class Store:
     def _catch_up(self, startup: bool = False) -> None:
         """With the lock held: finish any interrupted commit and reload what changed on disk."""
         try:
-            recovered = recover_journal(self.journal)
+            left = recover_journal(self.journal, self.owns)
         except OSError as exc:
             raise StorageError(f"cannot finish the interrupted commit in {self.journal}: {exc}") from exc
-        if recovered:
-            log.warning("finished a commit interrupted by a crash: %d file(s)", len(recovered))
-        if startup or recovered:
+        if left is not None:
+            log.warning(
+                "finished a commit interrupted by a crash%s", f"; left alone: {', '.join(left)}" if left else ""
+            )
+        if startup or left is not None:
             # Only a crashed writer leaves temp files; sweeping them on every write would cost a directory scan.
-            for collection in self.collections.values():
-                remove_stray_temps(collection.names.folder, collection.names.main_path.stem)
+            for folder in {c.names.folder for c in self.collections.values()}:
+                remove_stray_temps(folder, [c.names.main_path.stem for c in self.collections.values()])
         for collection in self.collections.values():
             self._notify(collection.name, collection.reload())
         self._last_full_check = time.monotonic()
@@ -302,11 +311,7 @@ class Store:
                 repair = plan_repair(scans)
                 repaired.extend(keep_rejected_lines(repair, label))
                 token = StampFile.new_token()
-                removed = {w.path for w in repair.writes if w.content is None}
-                manifests = {
-                    scanned.collection.name: {s.path.name: token for s in scanned.shards if s.path not in removed}
-                    for scanned in scans
-                }
+                manifests = {scanned.collection.name: {s.path.name: token for s in scanned.shards} for scanned in scans}
                 self._write(repair.writes, manifests)
                 found = report([scan(c) for c in self.collections.values()], self.shard_lines)
             found.repaired = repaired
@@ -316,7 +321,7 @@ class Store:
 
     def _journal_problems(self) -> list[str]:
         try:
-            writes = read_journal(self.journal)
+            writes = read_journal(self.journal, self.owns)
         except StorageError as exc:
             return [str(exc)]
         if writes is None:
@@ -328,12 +333,15 @@ class Store:
 
     def _finish_or_set_aside_journal(self, label: str) -> list[str]:
         try:
-            writes = recover_journal(self.journal)
+            left = recover_journal(self.journal, self.owns)
         except StorageError:
             aside = self.journal.with_name(f"{self.journal.name}.unreadable-{label}")
             self.journal.replace(aside)
             return [f"moved the unreadable journal {self.journal} to {aside}"]
-        return [f"finished the interrupted commit in {self.journal} ({len(writes)} file(s))"] if writes else []
+        if left is None:
+            return []
+        kept = f"; left alone (changed since): {', '.join(left)}" if left else ""
+        return [f"finished the interrupted commit in {self.journal}{kept}"]
 
 
 def _release(locks: list[FolderLock]) -> None:
@@ -343,7 +351,8 @@ def _release(locks: list[FolderLock]) -> None:
 
 def _make_folder(folder: Path) -> None:
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)  # a memory holds personal facts: only its owner may look in
     except OSError as exc:
         raise StorageError(
             f"cannot create the data folder {folder}: {exc.strerror}. "
