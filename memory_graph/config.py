@@ -100,7 +100,14 @@ class Settings:
         raw_lesson = env.get("LESSON_FILE_PATH", "").strip()
         lesson_file = resolve_path(raw_lesson, cwd) if raw_lesson else memory_file.with_name("lesson.json")
         for variable, path in (("MEMORY_FILE_PATH", memory_file), ("LESSON_FILE_PATH", lesson_file)):
-            if path.is_dir():
+            try:
+                is_folder = path.is_dir()
+            except OSError as exc:
+                raise InvalidInputError(
+                    f"{variable}={path} cannot be reached ({exc.strerror}): a folder on the way is not readable "
+                    "by this user; point it at a folder you can use"
+                ) from None
+            if is_folder:
                 raise InvalidInputError(
                     f"{variable}={path} is a folder; it must name a file, for example {path / path.name}.json "
                     f"or {path / 'memory.json'}"

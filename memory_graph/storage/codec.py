@@ -11,6 +11,7 @@ an entity without `observations`) and strict where it is not: such a line is a `
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,22 @@ from memory_graph.errors import LineProblem
 
 Key = tuple[str, ...]
 """Identity of a record: ("entity", name) or ("relation", from, to, relationType)."""
+
+UTF8_BOM = b"\xef\xbb\xbf"
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """The value with every lone surrogate (json.loads pairs the valid ones) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
 
 RecordCheck = Callable[[dict[str, Any]], str | None]
 """A collection's own rule for its records (lessons have one): why a normalized record is unusable, or None."""
@@ -100,6 +117,8 @@ def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
         tuple(item) == RELATION_KEYS
         and item["type"] == "relation"
         and all(type(item[k]) is str for k in ("from", "to", "relationType"))
+        and item["from"]
+        and item["to"]
     ):
         return item, ""
     kind = item.get("type")
@@ -123,6 +142,9 @@ def _relation(item: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     for name in ("from", "to", "relationType"):
         if not isinstance(item.get(name), str):
             return None, f'relation field "{name}" must be a string'
+    for name in ("from", "to"):
+        if not item[name]:
+            return None, f'relation field "{name}" must name an entity (it is empty)'
     return {"type": "relation", "from": item["from"], "to": item["to"], "relationType": item["relationType"]}, ""
 
 
@@ -150,14 +172,16 @@ def _parse_all_at_once(lines: list[str]) -> list[Any] | None:
     one JSON object; the caller then parses line by line to say which line is wrong."""
     try:
         items = json.loads("[" + ",".join(lines) + "]")
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also an integer too long to convert
         return None
     if len(items) != len(lines) or not all(type(item) is dict for item in items):
         return None
     return items
 
 
-def _checked(item: Any, check: RecordCheck | None) -> tuple[dict[str, Any] | None, str]:
+def _checked(item: Any, check: RecordCheck | None, repair_text: bool) -> tuple[dict[str, Any] | None, str]:
+    if repair_text:
+        item = without_lone_surrogates(item)
     record, why = normalize_record(item)
     if record is not None and check is not None:
         problem = check(record)
@@ -174,10 +198,12 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
         for number, line in enumerate((raw.removesuffix("\r") for raw in text.split("\n")), start=1)
         if line.strip()
     ]
+    # JavaScript writes half an emoji as a lone surrogate escape ("\ud83d"), which no UTF-8 text can hold.
+    repair_text = SURROGATE_ESCAPE.search(text) is not None
     items = _parse_all_at_once([line for _, line in present])
     if items is not None:
         for item, (number, line) in zip(items, present, strict=True):
-            record, _ = _checked(item, check)
+            record, _ = _checked(item, check, repair_text)
             if record is None:
                 break  # a valid object that is not a record: let the careful path name its line
             parsed.add(record, line, number)
@@ -186,11 +212,13 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
         parsed = ParsedFile()
     for number, line in present:
         try:
-            record, why = _checked(json.loads(line), check)
+            record, why = _checked(json.loads(line), check, repair_text)
         except json.JSONDecodeError as exc:
             record, why = None, f"not valid JSON ({exc.msg} at column {exc.colno})"
         except RecursionError:
             record, why = None, "JSON nested too deeply to read"
+        except ValueError as exc:
+            record, why = None, f"not readable JSON ({exc})"
         if record is None:
             parsed.problems.append(LineProblem(path, number, why))
             continue
@@ -200,7 +228,7 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
 
 def read_shard_file(path: Path, check: RecordCheck | None = None) -> ParsedFile:
     """Parse a shard; bytes that are not UTF-8 make their line a problem instead of failing the file."""
-    data = path.read_bytes()
+    data = path.read_bytes().removeprefix(UTF8_BOM)  # editors on Windows add one; we accept it and write none
     try:
         return parse_text(path, data.decode("utf-8"), check)
     except UnicodeDecodeError:

@@ -50,7 +50,16 @@ class Collection:
 
     def on_disk(self) -> dict[int, FileStat]:
         """This collection's shard files as they are now (the stamp says which files are ours)."""
-        return self.names.discover(self.stamp.manifest(self.stamp.read()))
+        return self._discover(self.stamp.manifest(self.stamp.read()))
+
+    def _discover(self, manifest: Manifest | None) -> dict[int, FileStat]:
+        try:
+            return self.names.discover(manifest)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot list the data folder {self.names.folder} ({exc.strerror}); check that this user may "
+                "read it, or point MEMORY_FILE_PATH elsewhere"
+            ) from exc
 
     def behind(self) -> bool:
         """Whether another process committed to this collection since it was last read."""
@@ -141,7 +150,7 @@ class Collection:
         return Reloaded(removed, self._in_file_order(changed, different, fresh))
 
     def _changed_on_disk(self, generations: Manifest | None) -> dict[int, ParsedFile | None]:
-        on_disk = self.names.discover(generations)
+        on_disk = self._discover(generations)
         changed: dict[int, ParsedFile | None] = {}
         for index in set(on_disk) | set(self.shards):
             known = self.shards.get(index)

@@ -7,8 +7,8 @@ one is created 0600 (a memory holds personal facts).
 A commit that changes several files:
 1. writes every new content to its temp file and fsyncs it (this is where a full disk fails: the temps are
    removed and nothing has changed);
-2. writes the journal: for each target, its temp file (or a delete), the target's stat before the commit and
-   the hash of its new content. Paths are relative to the journal's folder, so a copied or restored data
+2. writes the journal: for each target, its temp file (or a delete), and the hashes of its content before and
+   after the commit. Paths are relative to the journal's folder, so a copied or restored data
    folder never reaches back into the original one. Once the journal is on disk the commit is decided;
 3. renames the temps over the targets (renames need no space), removes the journal.
 
@@ -113,14 +113,6 @@ def _file_digest(path: Path) -> str | None:
         return None
 
 
-def _stat_of(path: Path) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
 def _relative(path: Path, base: Path) -> str:
     return os.path.relpath(path, base)
 
@@ -136,22 +128,24 @@ def commit_files(writes: list[FileWrite], journal: Path) -> None:
         fsync_dir(writes[0].path.parent)
         return
     temps: dict[Path, Path] = {}
+    base = journal.parent
     try:
         for write in writes:
             if write.content is not None:
                 temps[write.path] = _write_temp(write.path, write.content)
-        base = journal.parent
         entries = [
             {
                 "target": _relative(w.path, base),
                 "temp": _relative(temps[w.path], base) if w.path in temps else None,
-                "before": _stat_of(w.path),
+                "before": _file_digest(w.path),
                 "after": _digest(w.content) if w.content is not None else None,
             }
             for w in writes
         ]
         atomic_write(journal, json.dumps({"format": JOURNAL_FORMAT, "writes": entries}, ensure_ascii=False))
     except BaseException:
+        if journal.exists():
+            raise  # decided after all (only the fsync after the rename failed): the temps are needed to finish
         for temp in temps.values():
             with contextlib.suppress(OSError):
                 temp.unlink()
@@ -169,7 +163,7 @@ def commit_files(writes: list[FileWrite], journal: Path) -> None:
 class JournalEntry:
     target: Path
     temp: Path | None
-    before: list[int] | None
+    before: str | None
     after: str | None
 
 
@@ -182,7 +176,7 @@ def _apply(journal: Path, entries: list[JournalEntry]) -> list[str]:
     """Put a decided commit in place, target by target, as the module docstring says; returns what it skipped."""
     skipped: list[str] = []
     for entry in entries:
-        current = _stat_of(entry.target)
+        current = _file_digest(entry.target)
         if entry.after is None:
             if current is not None and current == entry.before:
                 entry.target.unlink()
@@ -195,7 +189,7 @@ def _apply(journal: Path, entries: list[JournalEntry]) -> list[str]:
         if entry.temp is not None:
             with contextlib.suppress(FileNotFoundError):
                 entry.temp.unlink()
-        if _file_digest(entry.target) != entry.after:
+        if current != entry.after:
             skipped.append(f"{entry.target} (changed since, or its new content was lost; left as it is)")
     for folder in {e.target.parent for e in entries} | {journal.parent}:
         fsync_dir(folder)
@@ -232,7 +226,7 @@ def read_journal(journal: Path, owned: Callable[[Path], bool]) -> list[JournalEn
 
 
 def _check_entry(entry: JournalEntry, owned: Callable[[Path], bool]) -> None:
-    if not isinstance(entry.before, (list, type(None))) or not isinstance(entry.after, (str, type(None))):
+    if not isinstance(entry.before, (str, type(None))) or not isinstance(entry.after, (str, type(None))):
         raise ValueError(f"malformed entry for {entry.target}")
     if not owned(entry.target):
         raise ValueError(f"it names {entry.target}, which is not one of this store's files")

@@ -96,3 +96,27 @@ def bookkeeping_file(main_path: Path, suffix: str) -> Path:
 def rejected_lines_file(shard: Path, stamp: str) -> Path:
     """Where `repair` keeps the lines it takes out of a shard."""
     return shard.with_name(f"{shard.name}.rejected-{stamp}")
+
+
+def kind_of(path: Path) -> str | None:
+    """What a path is when it is not a regular file ("a folder", "a FIFO", ...), or None (a file, or nothing)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "not a regular file")
+
+
+def overlap(first: Path, second: Path) -> bool:
+    """Whether one data file is another's shard or bookkeeping file (so they would overwrite each other)."""
+    if first.parent != second.parent:
+        return False
+    for main, other in ((first, second), (second, first)):
+        if ShardNames(main).index_of(other.name) is not None:
+            return True
+        if other.name in {bookkeeping_file(main, suffix).name for suffix in BOOKKEEPING}:
+            return True
+    return False

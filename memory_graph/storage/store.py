@@ -31,7 +31,7 @@ from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_re
 from memory_graph.storage.codec import Key, RecordCheck, record_key
 from memory_graph.storage.collection import Collection, Reloaded
 from memory_graph.storage.files import FileWrite, commit_files, read_journal, recover_journal, remove_stray_temps
-from memory_graph.storage.layout import ShardNames, bookkeeping_file, file_stat
+from memory_graph.storage.layout import ShardNames, bookkeeping_file, file_stat, kind_of, overlap
 from memory_graph.storage.lock import FolderLock, LockTimeout
 from memory_graph.storage.placement import Changes, Plan, plan_changes
 from memory_graph.storage.stamp import Manifest, StampFile
@@ -70,6 +70,10 @@ class Store:
     ) -> None:
         if shard_lines < 1:
             raise StorageError("the shard size must be at least 1 line; set MEMORY_SHARD_LINES to 1 or more")
+        # A symlinked data file is followed to the real one: its shards and stamp live beside it, and replacing
+        # the link with a regular file would silently stop updating the file it points to.
+        collections = {name: Path(os.path.realpath(path)) for name, path in collections.items()}
+        _refuse_overlaps(collections)
         checks = record_checks or {}
         self.collections = {
             name: Collection(name, ShardNames(path), shard_lines, checks.get(name))
@@ -117,6 +121,7 @@ class Store:
                 return
             for collection in self.collections.values():
                 _make_folder(collection.names.folder)
+                _refuse_odd_files(collection.names.main_path, collection.stamp.path, self.journal)
             with self._locked(write=False):
                 self._catch_up(startup=True)
                 self._opened = True
@@ -342,6 +347,28 @@ class Store:
             return []
         kept = f"; left alone (changed since): {', '.join(left)}" if left else ""
         return [f"finished the interrupted commit in {self.journal}{kept}"]
+
+
+def _refuse_overlaps(collections: dict[str, Path]) -> None:
+    paths = list(collections.items())
+    for i, (name, path) in enumerate(paths):
+        for other_name, other in paths[i + 1 :]:
+            if path == other or overlap(path, other):
+                raise StorageError(
+                    f"the {other_name} file {other} is one of the {name} file's own files ({path}); give it a "
+                    "name of its own (MEMORY_FILE_PATH and LESSON_FILE_PATH)"
+                )
+
+
+def _refuse_odd_files(*paths: Path) -> None:
+    """Data files must be regular files: a FIFO would hang every call, and a device would be replaced."""
+    for path in paths:
+        kind = kind_of(path)
+        if kind is not None:
+            raise StorageError(
+                f"{path} is {kind}, not a regular file; memory-graph keeps its data there. Move it away, or point "
+                "MEMORY_FILE_PATH (or LESSON_FILE_PATH) at a regular file."
+            )
 
 
 def _release(locks: list[FolderLock]) -> None:
