@@ -19,6 +19,7 @@ read, never met later as a masked error), and `is_lesson_record` tells an import
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -31,26 +32,93 @@ from pydantic import (
     StrictStr,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Text = Annotated[StrictStr, StringConstraints(strip_whitespace=False)]
 NonBlank = Annotated[StrictStr, StringConstraints(min_length=1, pattern=r"\S")]
 Severity = Literal["low", "medium", "high", "critical"]
+# Number.MAX_SAFE_INTEGER: the largest count a JavaScript reader of the file still reads exactly.
+MAX_COUNT = 2**53 - 1
+
+
+def as_utc(moment: datetime) -> datetime:
+    """The same instant in UTC (a time without an offset is taken as UTC); OverflowError past years 1..9999."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def iso(moment: datetime | None) -> str | None:
-    """ISO 8601 UTC with milliseconds and a Z, as JavaScript's toISOString writes it."""
+    """ISO 8601 UTC with milliseconds and a Z, as JavaScript's toISOString writes it (always a 4-digit year)."""
     if moment is None:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    # Not strftime: its %Y writes year 1 as "1", which no ISO 8601 reader accepts.
+    return as_utc(moment).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def utc_now() -> str:
     return iso(datetime.now(UTC)) or ""
+
+
+def fits_a_float(number: int) -> bool:
+    """Whether a JavaScript reader gets a finite number back (a larger one rounds to Infinity)."""
+    try:
+        float(number)
+    except OverflowError:
+        return False
+    return True
+
+
+def or_text(location: tuple[str | int, ...]) -> str:
+    # Only the environment's free-form values may be text instead; the counts and rates must stay numbers.
+    return ", or the value as a string" if "environment" in location else ""
+
+
+def refuse_unreadable_numbers(data: Any) -> None:
+    """Raise a ValidationError naming each place in `data` that holds NaN, an infinity, or a whole number too
+    large for a float. JSON has no NaN or Infinity (Python writes them anyway, as text no JSON reader takes);
+    JavaScript reads a longer number as Infinity; Python cannot even print one of more than 4,300 digits."""
+    problems: list[InitErrorDetails] = []
+    pending: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    # Iterative on purpose: a deeply nested environment must not end in a RecursionError.
+    while pending:
+        location, value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(((*location, str(key)), item) for key, item in value.items())
+        elif isinstance(value, list | tuple):
+            pending.extend(((*location, index), item) for index, item in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append(
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        "finite_number",
+                        "NaN and Infinity are not JSON numbers; send a finite number{or_text}",
+                        {"or_text": or_text(location)},
+                    ),
+                    loc=location,
+                    input=value,
+                )
+            )
+        elif isinstance(value, int) and not fits_a_float(value):
+            digits = math.floor(abs(value).bit_length() * math.log10(2)) + 1
+            problems.append(
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        "finite_number",
+                        "a whole number this large is read back as Infinity by JavaScript; send a number below "
+                        "1.8e308{or_text}",
+                        {"or_text": or_text(location)},
+                    ),
+                    loc=location,
+                    # Not the number: the error's text shows its input, and str() refuses past 4,300 digits.
+                    input=f"a whole number of about {digits} digits",
+                )
+            )
+    if problems:
+        problems.sort(key=lambda problem: [str(part) for part in problem["loc"]])
+        raise ValidationError.from_exception_data("unreadable numbers", problems)
 
 
 def complete_metadata(record: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +160,12 @@ class ErrorQuery(BaseModel):
     context: Text = Field(default="", description="What was being done")
     stackTrace: StrictStr | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _readable_numbers(cls, data: Any) -> Any:
+        refuse_unreadable_numbers(data)
+        return data
+
 
 class VerificationStep(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -117,11 +191,29 @@ class LessonMetadataInput(BaseModel):
 
     severity: Severity = "medium"
     environment: Environment = Field(default_factory=Environment)
-    createdAt: datetime | None = Field(default=None, description="Kept if given (ISO 8601); else now")
+    createdAt: datetime | None = Field(
+        default=None, description="Kept if given (ISO 8601, within years 1..9999 in UTC); else now"
+    )
     updatedAt: datetime | None = None
-    frequency: NonNegativeInt = Field(default=0, description="Attempts already reported (prior history)")
-    successRate: float = Field(default=0.0, ge=0.0, le=1.0, description="Share of those attempts that worked")
-    successCount: NonNegativeInt | None = Field(default=None, description="Successes; derived if omitted")
+    frequency: NonNegativeInt = Field(default=0, le=MAX_COUNT, description="Attempts already reported (prior history)")
+    successRate: float = Field(
+        default=0.0, ge=0.0, le=1.0, allow_inf_nan=False, description="Share of those attempts that worked"
+    )
+    successCount: NonNegativeInt | None = Field(default=None, le=MAX_COUNT, description="Successes; derived if omitted")
+
+    @field_validator("createdAt", "updatedAt")
+    @classmethod
+    def _within_utc_calendar(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            return as_utc(value)
+        except OverflowError:
+            raise ValueError(
+                f"metadata.{info.field_name} {value.isoformat()} is outside years 1..9999 once converted to UTC; "
+                "send an ISO 8601 time between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z, "
+                "e.g. 2024-05-01T12:00:00Z"
+            ) from None
 
     @model_validator(mode="after")
     def _consistent_counts(self) -> LessonMetadataInput:
@@ -147,6 +239,13 @@ class LessonInput(BaseModel):
     errorPattern: ErrorPattern
     verificationSteps: list[VerificationStep] = Field(default_factory=list)
     metadata: LessonMetadataInput = Field(default_factory=LessonMetadataInput)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _readable_numbers(cls, data: Any) -> Any:
+        # Before the fields: a field's own error would show the number, and Python cannot print a huge one.
+        refuse_unreadable_numbers(data)
+        return data
 
     @field_validator("entityType", mode="before")
     @classmethod

@@ -47,7 +47,10 @@ def _shown(value: Any) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
-        text = repr(value)
+        try:
+            text = repr(value)
+        except ValueError:  # an integer of over 4,300 digits cannot even be printed
+            text = "a number too long to show"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -307,3 +307,18 @@ def test_import_of_a_folder_does_not_follow_a_registry_out_of_it(
     assert names_in(tmp_path / "store") == ["A"]
     assert main(["import", str(outside)]) == 0  # named on the command line: imported
     assert names_in(tmp_path / "store") == ["A", "Secret"]
+
+
+# and the unclear answers ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "journal",
+    [b"\xff\xfe not utf-8", b'{"format": "memory-graph-journal/2", "writes": [{"target": 5}]}', b"[1, 2]"],
+)
+def test_a_broken_journal_is_reported_and_set_aside_without_a_traceback(tmp_path: Path, journal: bytes) -> None:
+    open_graph(tmp_path).create_entities([ent("A")])
+    (tmp_path / "memory.json.journal").write_bytes(journal)
+    store = Store({"memory": tmp_path / "memory.json", "lesson": tmp_path / "lesson.json"})
+    assert "journal" in store.check().problems[0]
+    repaired = store.check(fix=True)
+    assert repaired.ok and "moved the unreadable journal" in repaired.repaired[0]
+    assert names_in(tmp_path) == ["A"]
