@@ -8,6 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
+from memory_graph.app import build_services
+from memory_graph.config import Settings
 from memory_graph.errors import NotFoundError
 from memory_graph.graph import GraphService
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
@@ -104,10 +106,28 @@ def concurrent(folder: str, worker: int, writes: int, threads: int) -> None:
     print("done", flush=True)
 
 
+def shared_lesson(folder: str, memory: str, start: int, count: int) -> None:
+    """Through memory `memory` (sharing `lesson.json` with others), add step i's tag to the shared lesson and to
+    this memory's note in one call: one commit across both files."""
+    services = build_services(Settings(memory_file=Path(folder) / memory, lesson_file=Path(folder) / "lesson.json"))
+    print("ready", flush=True)
+    for index in range(start, count):
+        tag = f"{memory}:{index}"
+        services.graph.add_observations(
+            [
+                ObservationAddition(entityName="SHARED", contents=[tag]),
+                ObservationAddition(entityName=f"{memory}-note", contents=[tag]),
+            ]
+        )
+        print(f"ack {index}", flush=True)
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "torture":
         torture(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif mode == "shared":
+        shared_lesson(args[0], args[1], int(args[2]), int(args[3]))
     elif mode == "concurrent":
         concurrent(args[0], int(args[1]), int(args[2]), int(args[3]))
     else:
