@@ -94,7 +94,7 @@ def _canonical_entity(item: dict[str, Any]) -> bool:
         and bool(name)
         and type(item["entityType"]) is str
         and type(item["observations"]) is list
-        and all(type(o) is str for o in item["observations"])
+        and set(map(type, item["observations"])) <= STR_ONLY  # C-level loops: this runs for every entity loaded
     )
 
 
@@ -102,6 +102,7 @@ def _is_str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
+STR_ONLY = frozenset({str})
 ENTITY_KEYS = ("type", "name", "entityType", "observations")
 RELATION_KEYS = ("type", "from", "to", "relationType")
 
@@ -116,7 +117,9 @@ def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
     if (
         tuple(item) == RELATION_KEYS
         and item["type"] == "relation"
-        and all(type(item[k]) is str for k in ("from", "to", "relationType"))
+        and type(item["from"]) is str
+        and type(item["to"]) is str
+        and type(item["relationType"]) is str
         and item["from"]
         and item["to"]
     ):

@@ -8,6 +8,7 @@ and reports the difference as removed keys and upserted records, in file order.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,10 +70,11 @@ class Collection:
         """The stamp to write before committing `plan`: every shard held now and every shard the plan creates,
         rewritten ones with the new generation. A shard the plan removes stays listed until the next commit:
         if the commit dies before removing it, it must still be read (its records are still current)."""
-        manifest = {self.names.path(i).name: shard.generation or token for i, shard in self.shards.items()}
+        file_name = self.names.file_name
+        manifest = {file_name(i): shard.generation or token for i, shard in self.shards.items()}
         for index, lines in plan.items():
             if lines:
-                manifest[self.names.path(index).name] = token
+                manifest[file_name(index)] = token
         return manifest
 
     def read(self, index: int) -> ParsedFile:
@@ -92,9 +94,11 @@ class Collection:
     def record(self, key: Key, parsed: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         """The record for a key, merging copies that several shards hold (an old fork's split duplicated them)."""
         known = parsed or {}
-        records = [
-            known.get(line) or json.loads(line) for line in (self.shards[i].lines[key] for i in self.locations[key])
-        ]
+        where = self.locations[key]
+        if len(where) == 1:  # the usual case, on every load: no list, no merge
+            line = self.shards[where[0]].lines[key]
+            return known.get(line) or json.loads(line)
+        records = [known.get(line) or json.loads(line) for line in (self.shards[i].lines[key] for i in where)]
         merged = records[0]
         for other in records[1:]:
             merged = merge_records(merged, other)
@@ -107,14 +111,19 @@ class Collection:
                 if self.locations[key][0] == index:
                     yield self.record(key)
 
-    def stale_shards(self) -> list[int]:
-        """Shards whose file is not the one this collection read (edited by hand, created or deleted)."""
-        on_disk = self.on_disk()
-        return [i for i in set(on_disk) | set(self.shards) if on_disk.get(i) != self._held_stat(i)]
+    def edited_by_hand(self) -> bool:
+        """Whether a shard this collection holds is no longer the file it read (edited by hand or deleted).
 
-    def _held_stat(self, index: int) -> FileStat | None:
-        shard = self.shards.get(index)
-        return shard.stat if shard is not None else None
+        One stat per held shard and nothing else, since every write asks: other processes' commits are told by
+        the stamp, and a file the stamp does not list is not ours, so no directory scan is needed."""
+        for index, shard in self.shards.items():
+            try:
+                st = os.stat(self.names.path_text(index))
+            except FileNotFoundError:
+                return True
+            if (st.st_size, st.st_mtime_ns, st.st_ino) != shard.stat:
+                return True
+        return False
 
     # -- following the disk --------------------------------------------------------------------------------
     def reload(self) -> Reloaded:
@@ -208,9 +217,12 @@ class Collection:
                 where.remove(index)
 
     def _locate(self, key: Key, index: int) -> None:
-        where = self.locations.setdefault(key, [])
-        where.append(index)
-        where.sort()
+        where = self.locations.get(key)
+        if where is None:
+            self.locations[key] = [index]
+        elif index not in where:
+            where.append(index)
+            where.sort()
 
     def _in_file_order(
         self, changed: dict[int, ParsedFile | None], keys: set[Key], fresh: dict[str, dict[str, Any]]

@@ -35,6 +35,8 @@ class ShardNames:
 
     main_path: Path
     _paths: dict[int, Path] = field(default_factory=dict, repr=False)
+    _texts: dict[int, str] = field(default_factory=dict, repr=False)
+    _names: dict[int, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         stem, suffix = self.main_path.stem, self.main_path.suffix
@@ -51,6 +53,20 @@ class ShardNames:
             name = main.name if index == 0 else f"{main.stem}-{index}{main.suffix}"
             path = self._paths[index] = main.with_name(name)
         return path
+
+    def file_name(self, index: int) -> str:
+        """The shard's file name (what the stamp lists), cached."""
+        name = self._names.get(index)
+        if name is None:
+            name = self._names[index] = self.path(index).name
+        return name
+
+    def path_text(self, index: int) -> str:
+        """The shard's path as text, cached: stat-ing a str skips building a Path on the hot path."""
+        text = self._texts.get(index)
+        if text is None:
+            text = self._texts[index] = str(self.path(index))
+        return text
 
     def index_of(self, file_name: str) -> int | None:
         if file_name == self.main_path.name:

@@ -16,6 +16,7 @@ changed, whether the change came from this process or from the files.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -122,7 +123,7 @@ class Store:
             for collection in self.collections.values():
                 _make_folder(collection.names.folder)
                 _refuse_odd_files(collection.names.main_path, collection.stamp.path, self.journal)
-            with self._locked(write=False):
+            with self._locked(write=False), _collector_paused():
                 self._catch_up(startup=True)
                 self._opened = True
             log.info("memory opened: %s", ", ".join(str(c.names.main_path) for c in self.collections.values()))
@@ -189,7 +190,7 @@ class Store:
             with self._locked(write=True):
                 # Other processes renew the stamp before they touch a shard; hand edits renew nothing, so every
                 # shard's stat is compared too, and a change is read in before the call decides anything.
-                if self._behind() or any(c.stale_shards() for c in self.collections.values()):
+                if self._behind() or any(c.edited_by_hand() for c in self.collections.values()):
                     self._catch_up()
                 tx = Transaction()
                 yield tx
@@ -277,7 +278,7 @@ class Store:
         try:
             for name, manifest in manifests.items():
                 collection = self.collections[name]
-                held = {collection.names.path(i).name for i in collection.shards}
+                held = {collection.names.file_name(i) for i in collection.shards}
                 collection.seen_stamp = collection.stamp.write(manifest, durable=set(manifest) != held)
                 self.bytes_written += len(collection.seen_stamp)
             commit_files(writes, self.journal)
@@ -369,6 +370,22 @@ def _refuse_odd_files(*paths: Path) -> None:
                 f"{path} is {kind}, not a regular file; memory-graph keeps its data there. Move it away, or point "
                 "MEMORY_FILE_PATH (or LESSON_FILE_PATH) at a regular file."
             )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk load, then freeze what it loaded.
+
+    Loading makes millions of small containers and no garbage; the collector would rescan them all, again and
+    again, for a third of the load time. Afterwards the loaded graph is moved out of the collector's sight."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
 
 
 def _release(locks: list[FolderLock]) -> None:
