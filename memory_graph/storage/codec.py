@@ -113,6 +113,7 @@ def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
         return None, "not a JSON object"
     # Fast path: what we write ourselves is already canonical.
     if tuple(item) == ENTITY_KEYS and item["type"] == "entity" and _canonical_entity(item):
+        item["type"] = "entity"  # one shared string instead of a copy per record
         return item, ""
     if (
         tuple(item) == RELATION_KEYS
