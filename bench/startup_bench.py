@@ -1,0 +1,137 @@
+"""Cold start and memory, side by side with the official server: spawn -> first useful answer, and RSS after it.
+
+For each size, one memory file of N entities (3 observations each) and 2N relations is written straight to disk
+in the official format, which both servers read as is. Each server is then spawned on its own copy, sent
+`initialize`, then `open_nodes` (or `search_nodes`), and timed from spawn to that answer; its RSS is read from
+/proc right after. Runs alternate between the servers, so drift on a shared machine hits both.
+
+    .venv/bin/python bench/startup_bench.py --sizes 10000,100000 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = (
+    ROOT / ".ci" / "reference" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+)
+
+
+def write_memory(path: Path, size: int) -> None:
+    rng = random.Random(size)
+    kinds = ["person", "organization", "project", "place"]
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(size):
+            observations = [f"fact {j} about entity {i}: likes topic{rng.randrange(1000)}" for j in range(3)]
+            record = {
+                "type": "entity",
+                "name": f"Entity {i}",
+                "entityType": rng.choice(kinds),
+                "observations": observations,
+            }
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        for i in range(size):
+            for _ in range(2):
+                relation = {"type": "relation", "from": f"Entity {i}", "to": f"Entity {rng.randrange(size)}"}
+                out.write(json.dumps({**relation, "relationType": "knows"}, separators=(",", ":")) + "\n")
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def request(process: subprocess.Popen[bytes], message: dict) -> dict:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write((json.dumps(message) + "\n").encode())
+    process.stdin.flush()
+    while True:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError("the server exited")
+        answer = json.loads(line)
+        if answer.get("id") == message.get("id"):
+            return answer
+
+
+def cold_start(command: list[str], memory: Path, tool: str, arguments: dict) -> tuple[float, float, int]:
+    """(seconds to the initialize answer, seconds to the tool's answer, RSS in KiB after it)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MEMORY_FILE_PATH": str(memory), "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    try:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+        request(process, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        initialized = time.perf_counter() - started
+        assert process.stdin is not None
+        process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+        answer = request(process, call)
+        answered = time.perf_counter() - started
+        assert "result" in answer and not answer["result"].get("isError"), answer
+        return initialized, answered, rss_kb(process.pid)
+    finally:
+        process.kill()
+        process.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+    servers = {"memory-graph": [sys.executable, "-m", "memory_graph"]}
+    if REFERENCE.exists() and shutil.which("node"):
+        servers = {"official": ["node", str(REFERENCE)], **servers}
+    probes = {"open_nodes": {"names": ["Entity 7"]}, "search_nodes": {"query": "topic42"}}
+    results: dict[str, dict] = {}
+    for size in (int(s) for s in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory() as folder:
+            source = Path(folder) / "source.jsonl"
+            write_memory(source, size)
+            disk = source.stat().st_size
+            figures: dict[str, dict[str, list[float]]] = {name: {} for name in servers}
+            for run in range(args.runs):
+                for tool, arguments in probes.items():
+                    for name, command in servers.items():
+                        copy = Path(folder) / f"{name}-{run}-{tool}" / "memory.json"
+                        copy.parent.mkdir()
+                        shutil.copy(source, copy)
+                        initialized, answered, rss = cold_start(command, copy, tool, arguments)
+                        row = figures[name]
+                        row.setdefault("initialize s", []).append(initialized)
+                        row.setdefault(f"first {tool} s", []).append(answered)
+                        row.setdefault(f"RSS after {tool} MB", []).append(rss / 1024)
+                        shutil.rmtree(copy.parent)
+            medians = {name: {k: statistics.median(v) for k, v in row.items()} for name, row in figures.items()}
+            results[str(size)] = {"disk MB": disk / 1e6, **medians}
+            print(f"\n== {size} entities, {2 * size} relations, {disk / 1e6:.1f} MB on disk (median of {args.runs}) ==")
+            names = list(servers)
+            print(f"{'metric':32}" + "".join(f"{n:>16}" for n in names))
+            for metric in medians[names[-1]]:
+                print(f"{metric:32}" + "".join(f"{medians[n].get(metric, float('nan')):>16.2f}" for n in names))
+            ours = medians["memory-graph"]
+            print(f"{'RSS per byte on disk':32}{'':>16}{ours['RSS after open_nodes MB'] * 1e6 / disk:>16.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
