@@ -6,6 +6,7 @@ reads configuration. This module imports no protocol package, so admin commands 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from lessons.model import stored_lesson_problem
 from lessons.service import LessonService
 from memory_graph.config import Settings
 from memory_graph.graph import LESSONS, MEMORY, GraphService
+from memory_graph.history import HistoryService
 from memory_graph.storage import Store
 
 
@@ -22,21 +24,28 @@ class Services:
     store: Store
     graph: GraphService
     lessons: LessonService
+    history: HistoryService
 
 
-def open_store(memory_file: Path, lesson_file: Path, shard_lines: int = 1000) -> Store:
-    """The store of one memory: the graph's collection and the lessons' (whose records follow the lesson rule)."""
+def open_store(
+    memory_file: Path, lesson_file: Path, shard_lines: int = 1000, history_file: Path | None = None
+) -> Store:
+    """The store of one memory: the graph's collection and the lessons' (whose records follow the lesson rule),
+    and with `history_file` the change history kept in the same commits."""
     return Store(
         {MEMORY: memory_file, LESSONS: lesson_file},
         shard_lines=shard_lines,
         record_checks={LESSONS: stored_lesson_problem},
+        history=history_file,
+        actor=f"memory-graph pid {os.getpid()}",
     )
 
 
 def build_services(settings: Settings) -> Services:
-    store = open_store(settings.memory_file, settings.lesson_file, settings.shard_lines)
+    store = open_store(settings.memory_file, settings.lesson_file, settings.shard_lines, settings.history_file)
     graph = GraphService(store, settings.max_response_chars)
-    return Services(settings, store, graph, LessonService(store, graph))
+    lessons = LessonService(store, graph)
+    return Services(settings, store, graph, lessons, HistoryService(store, graph))
 
 
 def services_for_folder(folder: Path, shard_lines: int = 1000, max_response_chars: int = 80_000) -> Services:

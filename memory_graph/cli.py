@@ -1,4 +1,4 @@
-"""The command line: `memory-graph [serve|import|export|stats|check|repair] ...` (serve is the default).
+"""The command line: `memory-graph [serve|import|export|stats|check|repair|compact] ...` (serve is the default).
 
 A thin adapter: it parses flags, calls the store or a service, and prints. Only `serve` imports the MCP SDK.
 Logs go to stderr; on stdio, stdout carries nothing but the protocol.
@@ -14,6 +14,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,7 +27,7 @@ from memory_graph.graph import ImportSummary
 from memory_graph.storage import atomic_write, files_to_import, read_source
 
 log = logging.getLogger("memory_graph")
-COMMANDS = ("serve", "import", "export", "stats", "check", "repair")
+COMMANDS = ("serve", "import", "export", "stats", "check", "repair", "compact")
 
 
 def port_argument(raw: str) -> int:
@@ -61,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("stats", help="counts by type, shards and file sizes (JSON)")
     commands.add_parser("check", help="validate every shard; exit 1 when anything is wrong")
     commands.add_parser("repair", help="set aside bad and duplicate lines, finish or set aside a broken commit")
+    compact = commands.add_parser("compact", help="drop change history older than MEMORY_HISTORY_DAYS (or --days)")
+    compact.add_argument("--days", type=int, help="keep this many days of history (overrides MEMORY_HISTORY_DAYS)")
     return parser
 
 
@@ -138,7 +141,23 @@ def stats(services: Services, args: argparse.Namespace) -> int:
             "shards": files,
             "bytes": sum(f["bytes"] for f in files),
         }
+    if "history" in out:
+        span = services.history.span()
+        out["history"] = {k: v for k, v in out["history"].items() if k in ("shards", "bytes")}
+        out["history"].update(events=span.events, oldestChange=span.oldest, newestChange=span.newest)
     print(json.dumps(out, indent=2, ensure_ascii=False))
+    return 0
+
+
+def compact(services: Services, args: argparse.Namespace) -> int:
+    days = services.settings.history_days if args.days is None else args.days
+    if days < 0:
+        raise InvalidInputError(f"--days {days}: give 0 (keep all) or a number of days")
+    if days == 0:
+        print("history kept whole (MEMORY_HISTORY_DAYS is 0); give --days N to keep only N days")
+        return 0
+    dropped = services.store.prune_history(datetime.now(UTC) - timedelta(days=days))
+    print(f"dropped {dropped} change event(s) older than {days} day(s)")
     return 0
 
 
@@ -217,7 +236,14 @@ def report_problems(what: str, problems: list[str], shown: int = 50) -> None:
         print(f"  ... and {len(problems) - shown} more", file=sys.stderr)
 
 
-ADMIN = {"check": check, "repair": repair, "stats": stats, "export": export, "import": import_}
+ADMIN = {
+    "check": check,
+    "repair": repair,
+    "stats": stats,
+    "export": export,
+    "import": import_,
+    "compact": compact,
+}
 
 
 class ProgressBar:

@@ -24,6 +24,11 @@ ENVIRONMENT = {
         "The lessons' main file (sharded the same way).",
     ),
     "MEMORY_SHARD_LINES": ("`1000`", "Most lines one shard file holds."),
+    "MEMORY_HISTORY_DAYS": (
+        "`0` (keep all)",
+        "How many days of change history (`history.json` beside the memory file) `memory-graph compact` keeps; "
+        "0 keeps everything.",
+    ),
     "MEMORY_MAX_RESPONSE_CHARS": (
         "`80000`",
         "Budget for read_graph, search_nodes and open_nodes (about 20k tokens); longer results are cut, best "
@@ -90,6 +95,15 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     log_level: str = "WARNING"
+    history_days: int = 0  # 0: keep every change event
+
+    @property
+    def history_file(self) -> Path:
+        """The change history's main file, beside the memory file (shards `history-1.json`, ...): `history.json`
+        for `memory.json`, else `<stem>-history.json`, so two memories in one folder never share a history (their
+        events would be replayed into each other's files)."""
+        stem = self.memory_file.stem
+        return self.memory_file.with_name("history.json" if stem == "memory" else f"{stem}-history.json")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -135,4 +149,5 @@ class Settings:
             host=env.get("MEMORY_HOST", "").strip() or "127.0.0.1",
             port=port_number(env.get("MEMORY_PORT", "") or "8000", "MEMORY_PORT"),
             log_level=level,
+            history_days=_int(env, "MEMORY_HISTORY_DAYS", 0, 0),
         )

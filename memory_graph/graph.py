@@ -7,30 +7,40 @@ process's. Each write validates everything first, then commits once: a failed ca
 
 from __future__ import annotations
 
+import base64
+import heapq
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any
 
-from rapidfuzz import fuzz, process
-
-from memory_graph.errors import NotFoundError
+from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
+from memory_graph.history import MergedEntities, ObservationUpdate, RenamedEntity, UpdatedObservations
 from memory_graph.model import (
     AddedObservations,
     AddedObservationsResult,
+    ConnectedEntity,
     CreatedEntities,
     CreatedRelations,
     DeletionResult,
     Entity,
+    EntityPage,
+    EntitySummary,
+    GraphSummary,
     KnowledgeGraph,
+    Neighbor,
+    Neighborhood,
     ObservationAddition,
     ObservationDeletion,
     Relation,
     Truncation,
+    TypeCount,
     entity_view,
     relation_view,
 )
-from memory_graph.search import SubstringIndex, match_tier
+from memory_graph.search import SubstringIndex, check_query, closest_name, prepare
 from memory_graph.storage import Key, Store, Transaction, entity_key, merge_records, relation_key
 
 MEMORY = "memory"
@@ -105,9 +115,11 @@ class GraphState:
                 self._drop_entity(key[1])
         for record in upserted:
             if record["type"] == "relation":
-                self._add_relation((record["from"], record["to"], record["relationType"]))
+                # Interned, the ends share the entities' name strings instead of holding copies of their own.
+                self._add_relation((intern(record["from"]), intern(record["to"]), intern(record["relationType"])))
             else:
-                name = record["name"]
+                name = record["name"] = intern(record["name"])
+                record["entityType"] = intern(record["entityType"])
                 self.entities[name] = record
                 self.home[name] = collection
                 if name not in self._ordinal:
@@ -162,12 +174,16 @@ class GraphService:
         return NotFoundError(f"Entity with name {name} not found.{self.suggest(name)}")
 
     def suggest(self, name: str) -> str:
-        """A 'did you mean' for a name that does not exist (names are exact and case-sensitive)."""
+        """A 'did you mean' for a name that does not exist (names are exact and case-sensitive).
+
+        Callers hold the store's lock: the fuzzy match sees only names of comparable, bounded length (see
+        `closest_name`), so it stays short however long the name or the graph's names are."""
         entities = self.state.entities
-        folded = [n for n in entities if n.casefold() == name.casefold() or n.strip() == name.strip()]
+        folded_name, stripped_name = name.casefold(), name.strip()
+        folded = [n for n in entities if n.casefold() == folded_name or n.strip() == stripped_name]
         if not folded and entities:
-            best = process.extractOne(name, entities.keys(), scorer=fuzz.WRatio, score_cutoff=85)
-            folded = [best[0]] if best else []
+            best = closest_name(name, entities, cutoff=85)
+            folded = [best] if best else []
         if folded:
             return f" Did you mean {json.dumps(folded[0], ensure_ascii=False)}? Names are exact and case-sensitive."
         return " Names are exact and case-sensitive; search_nodes finds entities by part of their name."
@@ -272,6 +288,96 @@ class GraphService:
                     tx.delete(MEMORY, relation_key(*key))
         return DeletionResult(success=True, message="Relations deleted successfully")
 
+    # -- edits: update, rename, merge (each one dated in the history) ------------------------------------
+    def update_observations(self, updates: Sequence[ObservationUpdate]) -> UpdatedObservations:
+        """Replace observation texts in place; every unknown entity or text is named, and nothing is changed."""
+        with self.store.transaction(operation="update_observations") as tx:
+            updated: dict[str, dict[str, Any]] = {}
+            problems: list[str] = []
+            for update in updates:
+                current = updated.get(update.entityName) or self.state.entities.get(update.entityName)
+                if current is None:
+                    problems.append(str(self._missing_entity(update.entityName)))
+                    continue
+                observations = current["observations"]
+                if update.old not in observations:
+                    problems.append(f"Entity {update.entityName} has no observation {json.dumps(update.old)}.")
+                    continue
+                replaced = [update.new if o == update.old else o for o in observations]
+                updated[update.entityName] = {**current, "observations": list(dict.fromkeys(replaced))}
+                superseded = tx.notes.get(entity_key(update.entityName), {}).get("superseded", [])
+                tx.note(entity_key(update.entityName), superseded=[*superseded, {"old": update.old, "new": update.new}])
+            if problems:
+                raise NotFoundError("Nothing was updated: " + " ".join(problems))
+            self._upsert_entities(tx, updated.values())
+        return UpdatedObservations(updated=list(updates))
+
+    def _require_plain(self, names: Iterable[str], what: str) -> None:
+        lessons = [n for n in names if self.state.home.get(n, MEMORY) != MEMORY]
+        if lessons:
+            raise ConflictError(f"{', '.join(lessons)}: lessons cannot be {what}; only plain entities can.")
+
+    def rename_entity(self, name: str, new_name: str) -> RenamedEntity:
+        with self.store.transaction(operation="rename_entity") as tx:
+            if name not in self.state.entities:
+                raise self._missing_entity(name)
+            if new_name in self.state.entities:
+                raise ConflictError(
+                    f"Cannot rename {name} to {new_name}: an entity named {new_name} exists. "
+                    "merge_entities joins two entities into one."
+                )
+            self._require_plain([name], "renamed")
+            tx.delete(MEMORY, entity_key(name))
+            tx.note(entity_key(name), movedTo=new_name)
+            tx.upsert(MEMORY, {**self.state.entities[name], "name": new_name})
+            moved = self._move_relations(tx, {name: new_name})
+        return RenamedEntity(name=name, newName=new_name, relationsUpdated=moved[0])
+
+    def _move_relations(self, tx: Transaction, renamed: dict[str, str]) -> tuple[int, int]:
+        """Point every relation touching a renamed entity at its new name; returns (moved, dropped): a relation
+        that becomes a self-relation, or one that already exists, is dropped."""
+        moved = dropped = 0
+        placed: set[RelationKey] = set()
+        for key in self.state.relations_touching(renamed):
+            tx.delete(MEMORY, relation_key(*key))
+            new = (renamed.get(key[0], key[0]), renamed.get(key[1], key[1]), key[2])
+            if (new[0] == new[1] and key[0] != key[1]) or new in placed or new in self.state.relations:
+                dropped += 1
+                continue
+            placed.add(new)
+            tx.upsert(MEMORY, {"type": "relation", **relation_view(new)})
+            moved += 1
+        return moved, dropped
+
+    def merge_entities(self, names: Sequence[str], into: str) -> MergedEntities:
+        with self.store.transaction(operation="merge_entities") as tx:
+            missing = [n for n in dict.fromkeys(names) if n not in self.state.entities]
+            if missing:
+                raise NotFoundError("Nothing was merged: " + " ".join(str(self._missing_entity(n)) for n in missing))
+            others = [n for n in dict.fromkeys(names) if n != into]
+            self._require_plain([*others, into], "merged")
+            first = self.state.entities[names[0]]
+            target = self.state.entities.get(into) or {
+                "type": "entity",
+                "name": into,
+                "entityType": first["entityType"],
+                "observations": [],
+            }
+            observations = [*target["observations"]]
+            for name in others:
+                observations.extend(self.state.entities[name]["observations"])
+                tx.delete(MEMORY, entity_key(name))
+                tx.note(entity_key(name), movedTo=into)
+            record = {**target, "observations": list(dict.fromkeys(observations))}
+            tx.upsert(MEMORY, record)
+            moved, dropped = self._move_relations(tx, dict.fromkeys(others, into))
+        return MergedEntities(
+            into=Entity.model_construct(**entity_view(record)),
+            merged=others,
+            relationsMoved=moved,
+            relationsDropped=dropped,
+        )
+
     # -- bulk: import and export -------------------------------------------------------------------------
     def import_entities(self, records: Sequence[dict[str, Any]], summary: ImportSummary, batch: int = 500) -> None:
         """Merge entity records in, a batch per transaction (decided and committed under the lock): a new name is
@@ -335,6 +441,7 @@ class GraphService:
     def warm_up(self, slice_size: int = 2000) -> None:
         """Build the search index now rather than on the first search (the server calls it after loading),
         in slices, so tool calls arriving meanwhile wait for one slice at most, not the whole index."""
+        prepare()
         more = True
         while more:
             with self.store.reading():
@@ -346,23 +453,99 @@ class GraphService:
             return self._respond(list(state.entities), all_relations=True)
 
     def search_nodes(self, query: str) -> KnowledgeGraph:
+        """The reference's substring matches first, then entities ranked by words, spelling and one hop (see
+        search.py); results carry no score, as the official output schema has none."""
+        check_query(query)
         with self.store.reading():
             state = self.state
-            names = state.index.matching(query)
-            entities = state.entities
-
-            def rank(name: str) -> tuple[int, int]:
-                record = entities[name]
-                tier = match_tier(query, name, record["entityType"], record["observations"])
-                return (tier, state.ordinal(name))
-
-            names.sort(key=rank if query else state.ordinal)
+            names = state.index.search(query, self._neighbours, state.ordinal)
             return self._respond(names, all_relations=False)
+
+    def _neighbours(self, name: str) -> list[tuple[str, str]]:
+        """(the other end, relation type) of every relation touching `name`, in creation order."""
+        state = self.state
+        keys = sorted(state.by_node.get(name, ()), key=state.relations.__getitem__)
+        return [
+            (k[1] if k[0] == name else k[0], k[2]) for k in keys if k[0] in state.entities and k[1] in state.entities
+        ]
 
     def open_nodes(self, names: Sequence[str]) -> KnowledgeGraph:
         with self.store.reading():
             found = [n for n in dict.fromkeys(names) if n in self.state.entities]
             return self._respond(found, all_relations=False)
+
+    # -- browsing ----------------------------------------------------------------------------------------------
+    def list_entities(self, entity_type: str | None, cursor: str | None, limit: int) -> EntityPage:
+        """A page of entities in name order (code point order, like Python's sort), after the cursor's name.
+
+        The cursor names the last entity returned rather than an offset, so a page stays right while others
+        create or delete entities: nothing is skipped or repeated that was there all along."""
+        after = decode_cursor(cursor)
+        with self.store.reading():
+            entities = self.state.entities
+            matching = [n for n, r in entities.items() if entity_type is None or r["entityType"] == entity_type]
+            later = (n for n in matching if after is None or n > after)
+            page = heapq.nsmallest(limit + 1, later)
+            budget, used = self.max_response_chars - ENVELOPE_CHARS, 0
+            rows: list[EntitySummary] = []
+            for name in page[:limit]:
+                record = entities[name]
+                row = EntitySummary(
+                    name=name, entityType=record["entityType"], observationCount=len(record["observations"])
+                )
+                used += len(name) + len(record["entityType"]) + 80
+                if rows and used > budget:
+                    break
+                rows.append(row)
+            more = len(rows) < len(page)
+            next_cursor = encode_cursor(rows[-1].name) if more and rows else None
+            return EntityPage(entities=rows, nextCursor=next_cursor, total=len(matching))
+
+    def get_neighbors(self, name: str, depth: int, relation_type: str | None, limit: int) -> Neighborhood:
+        """Entities within `depth` relations of `name` (following relations either way, of one type if given),
+        nearest first and then best connected, and the relations among them."""
+        with self.store.reading():
+            state = self.state
+            if name not in state.entities:
+                raise self._missing_entity(name)
+            found = _within(state, name, depth, relation_type)
+            ranked = sorted(found, key=lambda n: (found[n], -len(state.by_node.get(n, ())), state.ordinal(n)))
+            kept = _fit([name, *ranked[:limit]], state, self.max_response_chars - ENVELOPE_CHARS)
+            keys = [
+                k
+                for k in state.relations_touching(kept)
+                if k[0] in kept and k[1] in kept and (relation_type is None or k[2] == relation_type)
+            ]
+            neighbors = [
+                Neighbor(**entity_view(state.entities[n]), depth=found[n], degree=len(state.by_node.get(n, ())))
+                for n in kept[1:]
+            ]
+            return Neighborhood(
+                name=name,
+                entities=neighbors,
+                relations=[relation_model(k) for k in keys],
+                totalEntities=len(found),
+                truncated=len(neighbors) < len(found),
+            )
+
+    def graph_summary(self, top: int = 10) -> GraphSummary:
+        """Counts by entity type and relation type, and the most connected entities."""
+        with self.store.reading():
+            state = self.state
+            types = Counter(r["entityType"] for r in state.entities.values())
+            relation_types = Counter(k[2] for k in state.relations)
+            degree = {n: len(keys) for n, keys in state.by_node.items() if n in state.entities}
+            busiest = heapq.nsmallest(top, degree, key=lambda n: (-degree[n], state.ordinal(n)))
+            return GraphSummary(
+                entities=len(state.entities),
+                relations=len(state.relations),
+                entityTypes=[TypeCount(type=t, count=c) for t, c in types.most_common()],
+                relationTypes=[TypeCount(type=t, count=c) for t, c in relation_types.most_common()],
+                mostConnected=[
+                    ConnectedEntity(name=n, entityType=state.entities[n]["entityType"], degree=degree[n])
+                    for n in busiest
+                ],
+            )
 
     def _respond(self, names: Sequence[str], all_relations: bool) -> KnowledgeGraph:
         """Entities in the given order with the relations touching them, cut to the response budget.
@@ -408,6 +591,54 @@ class GraphService:
                 hint=TRUNCATION_HINT,
             )
         return KnowledgeGraph(entities=entities, relations=[relation_model(k) for k in keys], truncated=truncated)
+
+
+def encode_cursor(name: str) -> str:
+    """An opaque list_entities cursor: the last name returned (so it survives other writers)."""
+    return base64.urlsafe_b64encode(json.dumps({"after": name}).encode("utf-8")).decode("ascii")
+
+
+def decode_cursor(cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    try:
+        after = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))["after"]
+    except (ValueError, KeyError, TypeError, UnicodeError) as exc:
+        raise InvalidInputError(
+            "cursor: not a cursor list_entities returned; pass its nextCursor unchanged, or omit cursor for the "
+            "first page"
+        ) from exc
+    if not isinstance(after, str):
+        raise InvalidInputError("cursor: not a cursor list_entities returned; pass its nextCursor unchanged")
+    return after
+
+
+def _within(state: GraphState, start: str, depth: int, relation_type: str | None) -> dict[str, int]:
+    """Entity -> its distance from `start` (1..depth), breadth first over relations in either direction."""
+    found: dict[str, int] = {}
+    frontier = [start]
+    for level in range(1, depth + 1):
+        following: list[str] = []
+        for name in frontier:
+            for key in state.by_node.get(name, ()):
+                if relation_type is not None and key[2] != relation_type:
+                    continue
+                other = key[1] if key[0] == name else key[0]
+                if other != start and other not in found and other in state.entities:
+                    found[other] = level
+                    following.append(other)
+        frontier = following
+    return found
+
+
+def _fit(names: list[str], state: GraphState, budget: int) -> list[str]:
+    """The leading names whose entities fit the response budget (the first always)."""
+    used = 0
+    for count, name in enumerate(names):
+        used += _json_size(entity_view(state.entities[name])) + 40 * len(state.by_node.get(name, ()))
+        if count and used > budget:
+            return names[:count]
+    return names
 
 
 def relation_model(key: RelationKey) -> Relation:

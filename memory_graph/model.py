@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictStr, model_serializer
 
 EntityName = Annotated[StrictStr, Field(min_length=1, description="Exact, case-sensitive entity name")]
 
@@ -112,3 +112,71 @@ def entity_view(record: dict[str, Any]) -> dict[str, Any]:
 
 def relation_view(key: tuple[str, str, str]) -> dict[str, str]:
     return {"from": key[0], "to": key[1], "relationType": key[2]}
+
+
+# -- browsing: list_entities, get_neighbors, graph_summary ----------------------------------------------------------
+class EntitySummary(BaseModel):
+    """One line of a listing: what an entity is, without its observations."""
+
+    name: str
+    entityType: str
+    observationCount: int
+    lastChanged: str | None = Field(
+        default=None, description="When the entity last changed (ISO 8601 UTC); null until history is kept"
+    )
+
+    @model_serializer(mode="wrap")
+    def _keep_null_last_changed(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Results are dumped without None fields; this one is shown as null so clients see it exists.
+        data: dict[str, Any] = handler(self)
+        data.setdefault("lastChanged", self.lastChanged)
+        return data
+
+
+class EntityPage(BaseModel):
+    """A page of entities in name order; pass `nextCursor` back as `cursor` for the next one."""
+
+    entities: list[EntitySummary]
+    nextCursor: str | None = Field(default=None, description="Absent on the last page")
+    total: int = Field(description="Entities matching the filter, over all pages")
+
+
+class Neighbor(BaseModel):
+    """An entity near the one asked about: `depth` relations away, with `degree` relations in all."""
+
+    name: str
+    entityType: str
+    observations: list[str]
+    depth: int
+    degree: int
+
+
+class Neighborhood(BaseModel):
+    """The entities within some relations of one entity, best connected first, and the relations among them."""
+
+    name: str
+    entities: list[Neighbor]
+    relations: list[Relation]
+    totalEntities: int = Field(description="Entities within the depth (and relation type), before the limit")
+    truncated: bool = Field(default=False, description="True when the limit or the response budget left some out")
+
+
+class TypeCount(BaseModel):
+    type: str
+    count: int
+
+
+class ConnectedEntity(BaseModel):
+    name: str
+    entityType: str
+    degree: int = Field(description="Relations touching the entity")
+
+
+class GraphSummary(BaseModel):
+    """The shape of the graph at a glance."""
+
+    entities: int
+    relations: int
+    entityTypes: list[TypeCount] = Field(description="Entity types, most common first")
+    relationTypes: list[TypeCount] = Field(description="Relation types, most common first")
+    mostConnected: list[ConnectedEntity] = Field(description="The entities with the most relations")

@@ -27,6 +27,9 @@ PERSONALIZATION = """Follow these steps for each interaction:
      a) Create entities for recurring organizations, people, and significant events
      b) Connect them to the current entities using relations
      c) Store facts about them as observations
+     d) When a fact changes, update it rather than deleting and recreating it: update_observations replaces an observation in place and keeps the old one in the history; rename_entity renames
+     e) When two entities are the same thing (a nickname, a typo, "J. Smith" and "John Smith"), merge duplicates with merge_entities; get_history shows what changed and restore_entity undoes a wrong delete
+     (d and e apply where your memory offers these tools.)
 """
 
 LESSON_WORKFLOW = """Use the lessons in your memory whenever you meet an error:
@@ -44,6 +47,10 @@ LESSON_WORKFLOW = """Use the lessons in your memory whenever you meet an error:
 3. After you tried a lesson:
    - Call update_lesson_success with the lesson's name and success true or false (a JSON boolean), so lessons
      that work rise and lessons that do not sink.
+
+4. When a lesson turns out wrong or incomplete:
+   - Correct its observations with update_observations (update, don't delete and recreate: the old text stays
+     in the history, and get_history shows it).
 {focus}"""
 
 

@@ -1,134 +1,558 @@
-"""search_nodes: the reference's case-insensitive substring match, made fast and ranked.
+"""search_nodes: the reference's case-insensitive substring match first, then what people mean.
 
-An entity matches a query when the lower-cased query is a substring of its lower-cased name, entityType, one
-of its observations (what the reference does) or a lesson's error text; a query of several words also matches
-when every word appears somewhere in the entity, in any order.
+Tiers, best first:
+1. **Substring** (the reference's rule): the lower-cased query is a substring of the lower-cased name, entityType,
+   an observation or a lesson's error text; a query of several words also matches when every word appears
+   somewhere in the entity. Everything the reference returns comes back here, before anything else.
+2. **Ranked words**: the query's words, folded (case, accents) and reduced by a light stemmer, without punctuation,
+   question and stop words, scored BM25-style over name (weighted most), type and observations; an entity holding
+   any of them qualifies, and the share of the query's weight it covers scales its score. A word the memory does
+   not know is replaced by the known words nearest to it in spelling (rapidfuzz), weighted by how near.
+3. **One hop**: entities related to the best hits, below the hit they hang from; a relation whose type shares a
+   word with the query ("work" and `works_at`) carries more than another.
 
-Speed without changing that meaning: every entity's searchable text is split into words (runs of `\\w`), and
-every distinct word is indexed by its 3-letter pieces. Any substring of a text contains its longest run of
-word characters inside one of the text's words, so the entities holding the words that contain the query's
-longest run are a complete candidate set; each candidate is then checked with a plain substring test. Queries
-without a run of three word characters scan every entity, which is still a few milliseconds at 100k.
+Speed without changing the substring rule: every lower-cased word (a run of `\\w`) is indexed by its 3-letter
+pieces, and every word points at its stem's postings. Any substring of a text contains its longest run of word
+characters inside one of the text's words, so the entities posted under the stems of the words that contain the
+query's longest run are a complete candidate set; each candidate is then checked with a plain substring test.
+
+Compact: a word, a stem and a piece are one string each; postings are `array('i')` of documents, one entry per
+occurrence repeated as often as its field weighs (so counting them, in C, gives the weighted frequency); a
+deleted or changed entity only marks its old document dead (postings are compacted once the dead outnumber the
+live). Entities are indexed in slices (`index_some`, run by `GraphService.warm_up`); until then a search scans
+the not-yet-indexed ones directly, so no call pays for the whole index.
+
+A query is at most MAX_QUERY_CHARS characters, and its words are taken once each, so the work and memory of a
+search grow with the number of different words in it, not with how often a long query repeats them.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 import re
-from collections.abc import Iterable, Sequence
+import unicodedata
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from itertools import repeat
+
+from rapidfuzz import fuzz, process
+
+from memory_graph.errors import InvalidInputError
 
 WORD = re.compile(r"\w+")
 GRAM = 3
-FIELD_SEPARATOR = "\x00"  # cannot occur in a query that matters, so no match spans two fields
-_EMPTY: frozenset[str] = frozenset()
+# Fields are joined with it so that a query's substring test is one `in`; a query holding it is matched field by
+# field instead (see `_contains`), so no match ever spans two fields.
+FIELD_SEPARATOR = "\x00"
+# What a person or a model types to find entities is a few words, a name or a quoted sentence; 4,096 characters
+# also takes a pasted paragraph. Past it a query only costs: every distinct word is looked up and then tested
+# against each candidate.
+MAX_QUERY_CHARS = 4_096
+# A "did you mean" compares names up to this long: names are labels, and a fuzzy match of a longer text (a pasted
+# paragraph) costs more than it can tell.
+MAX_FUZZY_NAME_CHARS = 256
+# Ranked tiers: a query's first distinct words only (a pasted paragraph is not a search), spelling correction
+# for at most a few unknown words of a plausible length, and at most MAX_RANKED entities below the substring tier
+# (more would cost the client context, and the tail of a ranked list is noise).
+MAX_QUERY_TERMS = 32
+MAX_CORRECTED_TERMS = 4
+FUZZY_WORD_CHARS = (4, 32)
+FUZZY_CUTOFF = 80.0
+MAX_RANKED = 10
+# A query word's WordNet synonyms count this much of the word itself, its hypernyms and hyponyms less.
+SYNONYM_WEIGHT = 0.6
+NEAR_WEIGHT = 0.5
+EXPANSION_MAX_SHARE = 0.05
+# A query word held by more than this share of the entities is left out of the ranking (its idf is under log 2,
+# against about log N for a rare word); the substring tier still finds it.
+COMMON_SHARE = 0.5
+SEARCH_SLICE = 500
+NAME, TYPE, BODY = 0, 1, 2
+FIELD_WEIGHT = (3, 2, 1)  # a word in the name says more about the entity than one among its observations
+K1, B = 1.2, 0.75  # BM25's usual constants
+# Any word may match, but an entity covering more of the query's weight (rare words weigh more) ranks higher:
+# its BM25 score is scaled from 1 - COVERAGE (one weak word) up to 1 (every word).
+COVERAGE = 0.7
+# Question words, auxiliaries and function words carry no topic. "user" too: in an assistant's memory every fact
+# is about the user, so "the user's boss" is a question about a boss.
+STOP_WORDS = frozenset(
+    WORD.findall(
+        """a about after all also am an and any are as at be been before being but by can could did do does doing
+    done for from had has have having he her here hers him his how i if in into is it its me my myself no nor not
+    of off on once only or our ours ourself out over own s she should so some such t than that the their theirs
+    them then there these they this those through to too under until up us very was we were what when where which
+    while who whom whose why will with would you your yours user users user's called"""
+    )
+)
+# A query term's stem -> (which query word it stands for, its weight, whether it is a thesaurus word).
+TermWeight = tuple[int, float, bool]
+_UNDOUBLE = frozenset("bdgmnprt")
+
+
+def check_query(query: str) -> None:
+    """Refuse a search_nodes query too long to be a search (before any lock is taken)."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInputError(
+            f"query is {len(query):,} characters; search_nodes accepts at most {MAX_QUERY_CHARS:,}. Send a few "
+            "distinctive words or part of a name instead (every word must appear, in any order), or use "
+            "open_nodes with exact names."
+        )
+
+
+def closest_name(name: str, names: Iterable[str], cutoff: float) -> str | None:
+    """The name most like `name` by rapidfuzz's WRatio, if it scores `cutoff` (over 60) or more; the first of
+    equals, in the order given."""
+    if not name or len(name) > MAX_FUZZY_NAME_CHARS:
+        return None
+    # WRatio of two strings whose lengths differ more than eightfold is at most 60 (a partial ratio scaled by 0.6),
+    # so no such name can reach the cutoff; leaving them out keeps each comparison short.
+    low, high = len(name) / 8, len(name) * 8
+    near = [n for n in names if low <= len(n) <= high]
+    best = process.extractOne(name, near, scorer=fuzz.WRatio, score_cutoff=cutoff) if near else None
+    return best[0] if best else None
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """A lower-cased word folded (accents dropped) and reduced to a light stem: plurals, -ing, -ed, -ly, -er and a
+    final e go, so "replacing", "replaced", "replacement" and "replace" meet; short words and numbers stay."""
+    word = unicodedata.normalize("NFKD", word)
+    word = "".join(c for c in word if not unicodedata.combining(c))
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    word = _strip_plural(word)
+    for suffix, least in (("ment", 8), ("ing", 6), ("ed", 5), ("ly", 6), ("er", 6)):
+        if word.endswith(suffix) and len(word) >= least:
+            word = word[: -len(suffix)]
+            if len(word) > 3 and word[-1] == word[-2] and word[-1] in _UNDOUBLE:
+                word = word[:-1]  # running -> run, planned -> plan
+            break
+    if word.endswith("e") and len(word) >= 4:
+        word = word[:-1]
+    return word
+
+
+def _strip_plural(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes", "zes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def query_terms(query: str) -> list[str]:
+    """The stems a query is about: words folded and stemmed, stop words dropped, each once, the first few."""
+    words = WORD.findall(query.lower())
+    stems = [stem(w) for w in words if w not in STOP_WORDS]
+    return list(dict.fromkeys(s for s in stems if s not in STOP_WORDS))[:MAX_QUERY_TERMS]
+
+
+def prepare() -> None:
+    """Load what the ranked tiers read once (the thesaurus), so no search pays for it (called by warm_up)."""
+    _thesaurus()
+
+
+@lru_cache(maxsize=1)
+def _thesaurus() -> dict[str, str]:
+    """stem -> "synonyms|near words", read once (by `warm_up`, else the first ranked search) and split only for
+    the words a query holds: a string per entry costs a third of the memory of tuples of words."""
+    from memory_graph.thesaurus import RELATIONS
+
+    return dict(line.split(":", 1) for line in RELATIONS.split("\n"))
+
+
+def related_words(term: str) -> tuple[list[str], list[str]]:
+    """A stem's WordNet synonyms and near words (hypernyms, hyponyms, derivations), as stems."""
+    same, _, near = _thesaurus().get(term, "").partition("|")
+    return [w for w in same.split(",") if w], [w for w in near.split(",") if w]
+
+
+@lru_cache(maxsize=256)
+def _word_start(stem: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(stem))
 
 
 def _grams(word: str) -> set[str]:
     return {word[i : i + GRAM] for i in range(len(word) - GRAM + 1)}
 
 
+def _fields_of(text: str) -> list[tuple[int, str]]:
+    """(field kind, lower-cased field) of a stored text: the name, the type, then the body."""
+    parts = text.split(FIELD_SEPARATOR)
+    return [(min(i, BODY), part) for i, part in enumerate(parts)]
+
+
 class SubstringIndex:
-    """Finds the documents (entity names) whose text contains a query; see the module docstring."""
+    """Finds the documents (entity names) whose text contains a query, and ranks what else they mean; see the
+    module docstring."""
 
     def __init__(self) -> None:
-        self._texts: dict[str, str] = {}
-        self._words_of: dict[str, set[str]] = {}
-        self._docs_with_word: dict[str, set[str]] = {}
-        self._words_with_gram: dict[str, set[str]] = {}
-        # Word indexing is deferred to the first search: loading a 100k-entity graph should not pay for it.
-        self._unindexed: set[str] = set()
+        self._doc_of: dict[str, int] = {}  # name -> its live document
+        self._names: list[str | None] = []  # by document; None once dead
+        self._texts: list[str | None] = []  # the lower-cased fields joined by FIELD_SEPARATOR
+        self._lengths = array("i")  # words per document (estimated while not yet indexed)
+        self._fields_with_separator: dict[str, list[str]] = {}  # the lower-cased fields, where one holds it
+        self._pending: dict[int, None] = {}  # documents not yet indexed
+        self._word_ids: dict[str, int] = {}  # lower-cased word -> id
+        self._words: list[str] = []
+        self._stem_of_word = array("i")  # word id -> stem id
+        self._words_with_gram: dict[str, array[int]] = {}
+        self._stem_ids: dict[str, int] = {}
+        self._stems: list[str] = []
+        self._postings: list[array[int]] = []  # stem id -> docs, each FIELD_WEIGHT times per occurrence
+        self._live = 0
+        self._dead = 0
+        self._total_length = 0  # words over the indexed live documents (for BM25's average length)
+        # Once the first backlog (a loaded graph) is indexed, a changed document is indexed as it arrives: each
+        # write pays for its own few documents.
+        self._warm = False
 
+    # -- keeping it current --------------------------------------------------------------------------------
     def put(self, name: str, fields: Iterable[str]) -> None:
-        text = FIELD_SEPARATOR.join(fields).lower()
-        if self._texts.get(name) == text:
+        lowered = [field.lower() for field in fields]
+        text = FIELD_SEPARATOR.join(lowered)
+        separated = lowered if any(FIELD_SEPARATOR in field for field in lowered) else None
+        doc = self._doc_of.get(name)
+        if doc is not None and self._texts[doc] == text and self._fields_with_separator.get(name) == separated:
             return
         self.remove(name)
-        self._texts[name] = text
-        self._unindexed.add(name)
+        doc = self._doc_of[name] = len(self._names)
+        self._names.append(name)
+        self._texts.append(text)
+        self._lengths.append(len(text) // 6 + 1)  # an estimate of its words until it is indexed
+        self._live += 1
+        if separated is not None:
+            self._fields_with_separator[name] = separated
+        if self._warm:
+            self._post(doc)
+        else:
+            self._pending[doc] = None
 
-    def _index_pending(self) -> None:
-        for name in self._unindexed:
-            self._index_words(name, self._texts[name])
-        self._unindexed.clear()
+    def remove(self, name: str) -> None:
+        doc = self._doc_of.pop(name, None)
+        if doc is None:
+            return
+        self._fields_with_separator.pop(name, None)
+        self._names[doc] = self._texts[doc] = None
+        self._live -= 1
+        if self._pending.pop(doc, 0) is None:
+            return  # never posted: nothing refers to it
+        self._total_length -= self._lengths[doc]
+        self._dead += 1
+        if self._dead > max(self._live, 4096):
+            self._compact()
 
     def index_some(self, count: int) -> bool:
         """Index up to `count` pending documents; True while some remain (lets a caller build in slices)."""
-        for _ in range(min(count, len(self._unindexed))):
-            name = self._unindexed.pop()
-            self._index_words(name, self._texts[name])
-        return bool(self._unindexed)
+        for _ in range(min(count, len(self._pending))):
+            doc = self._pending.popitem()[0]  # newest first: O(1), where taking the oldest rescans the dict
+            self._post(doc)
+        self._warm = not self._pending
+        return not self._warm
 
-    def _index_words(self, name: str, text: str) -> None:
-        words = set(WORD.findall(text))
-        self._words_of[name] = words
-        for word in words:
-            docs = self._docs_with_word.get(word)
-            if docs is None:
-                docs = self._docs_with_word[word] = set()
-                for gram in _grams(word):
-                    self._words_with_gram.setdefault(gram, set()).add(word)
-            docs.add(name)
+    def _post(self, doc: int) -> None:
+        text = self._texts[doc]
+        assert text is not None
+        length = 0
+        weighted: dict[str, int] = {}  # word -> occurrences times their field's weight
+        for kind, field in _fields_of(text):
+            words = WORD.findall(field)
+            length += len(words)
+            weight = FIELD_WEIGHT[kind]
+            for word in words:
+                weighted[word] = weighted.get(word, 0) + weight
+        word_ids, stem_of, postings = self._word_ids, self._stem_of_word, self._postings
+        for word, count in weighted.items():
+            word_id = word_ids.get(word)
+            stem_id = stem_of[word_id] if word_id is not None else self._word_stem(word)
+            postings[stem_id].extend(repeat(doc, count))
+        self._lengths[doc] = length
+        self._total_length += length
 
-    def remove(self, name: str) -> None:
-        if self._texts.pop(name, None) is None:
-            return
-        if name in self._unindexed:
-            self._unindexed.discard(name)
-            return
-        for word in self._words_of.pop(name):
-            docs = self._docs_with_word[word]
-            docs.discard(name)
-            if not docs:
-                del self._docs_with_word[word]
-                for gram in _grams(word):
-                    holders = self._words_with_gram[gram]
-                    holders.discard(word)
-                    if not holders:
-                        del self._words_with_gram[gram]
+    def _word_stem(self, word: str) -> int:
+        word_id = self._word_ids.get(word)
+        if word_id is not None:
+            return self._stem_of_word[word_id]
+        word_id = self._word_ids[word] = len(self._words)
+        self._words.append(word)
+        for gram in _grams(word):
+            self._words_with_gram.setdefault(gram, array("i")).append(word_id)
+        stemmed = stem(word)
+        stem_id = self._stem_ids.get(stemmed)
+        if stem_id is None:
+            stem_id = self._stem_ids[stemmed] = len(self._stems)
+            self._stems.append(stemmed)
+            self._postings.append(array("i"))
+        self._stem_of_word.append(stem_id)
+        return stem_id
 
-    def _candidates(self, fragment: str) -> set[str] | None:
-        """Documents that may contain `fragment` (lower-cased), or None when the index cannot narrow."""
+    def _compact(self) -> None:
+        """Renumber the live documents and drop the dead from every posting (once the dead outnumber the live, so
+        the cost is shared by the changes that made them)."""
+        new_id = {doc: i for i, doc in enumerate(d for d, n in enumerate(self._names) if n is not None)}
+        self._postings = [array("i", (new_id[d] for d in ps if d in new_id)) for ps in self._postings]
+        keep = sorted(new_id)
+        self._names = [self._names[d] for d in keep]
+        self._texts = [self._texts[d] for d in keep]
+        self._lengths = array("i", (self._lengths[d] for d in keep))
+        self._pending = {new_id[d]: None for d in self._pending}
+        self._doc_of = {name: i for i, name in enumerate(self._names) if name is not None}
+        self._dead = 0
+
+    # -- the substring tier ----------------------------------------------------------------------------------
+    def _candidates(self, fragment: str) -> set[int] | None:
+        """Indexed documents that may contain `fragment` (lower-cased), or None when the index cannot narrow."""
         runs = WORD.findall(fragment)
         longest = max(runs, key=len, default="")
         if len(longest) < GRAM:
             return None
-        holders = sorted((self._words_with_gram.get(g, _EMPTY) for g in _grams(longest)), key=len)
-        words = set(holders[0]).intersection(*holders[1:]) if holders[0] else set()
-        found: set[str] = set()
-        for word in words:
-            if longest in word:
-                found.update(self._docs_with_word[word])
+        holders = sorted((self._words_with_gram.get(g, ()) for g in _grams(longest)), key=len)
+        if not holders[0]:
+            return set()
+        words = set(holders[0]).intersection(*holders[1:])
+        stems = {self._stem_of_word[w] for w in words if longest in self._words[w]}
+        found: set[int] = set()
+        for stem_id in stems:
+            found.update(self._postings[stem_id])
         return found
+
+    def _contains(self, doc: int, fragment: str) -> bool:
+        text = self._texts[doc]
+        if text is None:
+            return False
+        if FIELD_SEPARATOR in fragment:
+            fields = self._fields_with_separator.get(self._names[doc] or "")
+            return fields is not None and any(fragment in field for field in fields)
+        return fragment in text
+
+    def _substring_docs(self, query: str) -> list[int]:
+        phrase = query.lower()
+        words = list(dict.fromkeys(phrase.split()))
+        contains = self._contains
+        if FIELD_SEPARATOR in phrase:
+            # Only an entity with a field that holds the separator itself can match such a query.
+            pool: Iterable[int] = [self._doc_of[n] for n in self._fields_with_separator]
+        else:
+            pool = self._narrowed(phrase, words)
+        if len(words) > 1:
+            return [d for d in pool if contains(d, phrase) or all(contains(d, w) for w in words)]
+        return [d for d in pool if contains(d, phrase)]
+
+    def _narrowed(self, phrase: str, words: list[str]) -> Iterable[int]:
+        """Documents that may match: the index's candidates plus every pending document, or all when the query
+        has no run of word characters long enough to narrow with."""
+        pool: set[int] | None = None
+        if len(words) > 1:
+            # The phrase holds every word too, so the documents holding every word are candidates for both rules:
+            # the narrowable words' candidates intersected, one set at a time.
+            for found in map(self._candidates, words):
+                if found is not None:
+                    pool = found if pool is None else pool & found
+                    if not pool:
+                        break
+        else:
+            pool = self._candidates(phrase)
+        if pool is None:
+            return self._doc_of.values()
+        return [*pool, *self._pending]
 
     def matching(self, query: str) -> list[str]:
         """Names whose text contains the whole query, or (several words) every word of it; unordered."""
-        if self._unindexed:
-            self._index_pending()
-        phrase = query.lower()
-        words = phrase.split()
-        pool = self._candidates(phrase)
-        if len(words) > 1 and pool is not None:
-            # Phrase matches, plus entities holding every word: the intersection of the narrowable words.
-            narrowed = [c for c in map(self._candidates, words) if c is not None]
-            pool = pool | set.intersection(*narrowed) if narrowed else None
+        return [self._names[d] or "" for d in self._substring_docs(query)]
+
+    # -- the ranked tiers --------------------------------------------------------------------------------------
+    def search(
+        self, query: str, related: Callable[[str], Iterable[tuple[str, str]]], ordinal: Callable[[str], int]
+    ) -> list[str]:
+        """Every substring match first (best first), then up to MAX_RANKED entities ranked by words, spelling and
+        one hop. `related(name)` gives (neighbour, relation type) pairs; `ordinal` breaks ties (creation order)."""
+        # Each search takes its share of a backlog (a graph loaded but not yet warmed up), never all of it.
+        self.index_some(SEARCH_SLICE)
+        substring = self._substring_docs(query)
+        # A query holding the field separator asks for literal text, which only the substring tier can answer.
+        terms = [] if FIELD_SEPARATOR in query else query_terms(query)
+        scores, coverage = self._scores(self._term_weights(terms)) if terms else ({}, {})
+        names = self._names
+        lowered = query.lower()
+        first = sorted(substring, key=lambda d: self._substring_key(d, lowered, scores.get(d, 0.0), ordinal))
+        first_names = [names[d] or "" for d in first]
+        if not terms:
+            return first_names
+        taken = set(first)
+        strongest = max(scores.values(), default=0.0)
+        floor = strongest * RANKED_FLOOR
+        ranked = {names[d] or "": s for d, s in scores.items() if d not in taken and s >= floor}
+        # A literal match answers the whole query; a ranked hit does when it covers every query word.
+        parents = [(names[d] or "", max(scores.get(d, 0.0), strongest), True) for d in first[:HOP_PARENTS]]
+        best_docs = heapq.nlargest(HOP_PARENTS, (d for d in scores if d not in taken), key=scores.__getitem__)
+        parents += [(names[d] or "", scores[d], coverage[d] > 0.999) for d in best_docs[: HOP_PARENTS - len(parents)]]
+        taken_names = set(first_names)
+        for neighbour, weight in _one_hop(parents, related, set(terms)).items():
+            if neighbour not in taken_names and weight > ranked.get(neighbour, 0.0) and weight >= floor:
+                ranked[neighbour] = weight
+        top = heapq.nlargest(MAX_RANKED, ranked, key=ranked.__getitem__)
+        best = sorted(top, key=lambda n: (-ranked[n], ordinal(n)))
+        return [*first_names, *best]
+
+    def _substring_key(
+        self, doc: int, query: str, score: float, ordinal: Callable[[str], int]
+    ) -> tuple[int, int, float, int, int]:
+        """What the reference returns (the whole query inside one field) before words found in any order, then
+        `_substring_rank`, then creation order."""
+        name = self._names[doc] or ""
+        return (0 if self._contains(doc, query) else 1, *_substring_rank(query, name, score), ordinal(name))
+
+    def _term_weights(self, terms: Sequence[str]) -> dict[str, TermWeight]:
+        """stem id -> (which query term, weight): the term's own stem at 1, or for a word the memory does not know,
+        the nearest known stems weighted by their similarity."""
+        weights: dict[str, TermWeight] = {}
+        corrected = 0
+        for index, term in enumerate(terms):
+            stem_id = self._stem_ids.get(term)
+            if (stem_id is not None and self._postings[stem_id]) or self._pending_hold(term):
+                weights[term] = (index, 1.0, False)
+                continue
+            low, high = FUZZY_WORD_CHARS
+            if corrected >= MAX_CORRECTED_TERMS or not low <= len(term) <= high or not term.isalpha():
+                continue
+            corrected += 1
+            for _, similarity, near in process.extract(
+                term, self._stems, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=3
+            ):
+                if self._stems[near] not in weights and self._postings[near]:
+                    weights[self._stems[near]] = (index, (similarity / 100) ** 2, False)
+        self._expand(terms, weights)
+        return weights
+
+    def _expand(self, terms: Sequence[str], weights: dict[str, TermWeight]) -> None:
+        """Add each term's WordNet synonyms and near words (thesaurus.py) that the memory holds, at a fraction of
+        the term's weight, so "spouse" finds "husband" below anything that says "spouse"."""
+        for index, term in enumerate(terms):
+            same, near = related_words(term)
+            for words, weight in ((same, SYNONYM_WEIGHT), (near, NEAR_WEIGHT)):
+                for word in words:
+                    stem_id = self._stem_ids.get(word)
+                    if word not in weights and stem_id is not None and self._postings[stem_id]:
+                        weights[word] = (index, weight, True)
+
+    def _pending_hold(self, term: str) -> bool:
+        """Whether a not-yet-indexed document may hold the term (a plain substring test while warming up)."""
         texts = self._texts
-        names: Iterable[str] = texts if pool is None else pool
-        if len(words) > 1:
-            return [n for n in names if phrase in texts[n] or all(w in texts[n] for w in words)]
-        return [n for n in names if phrase in texts[n]]
+        return any(term in (texts[d] or "") for d in self._pending)
+
+    def _scores(self, weights: dict[str, TermWeight]) -> tuple[dict[int, float], dict[int, float]]:
+        """BM25 over the weighted fields, times the share of the query's weight each document covers (a query term
+        counts once, through the best of its stems: itself, a spelling correction or a related word)."""
+        indexed = max(1, self._live - len(self._pending))
+        base, slope = K1 * (1 - B), K1 * B / max(1.0, self._total_length / indexed)
+        lengths, names = self._lengths, self._names
+        by_term: dict[int, list[tuple[str, float, bool]]] = {}
+        for term, (index, weight, related) in weights.items():
+            by_term.setdefault(index, []).append((term, weight, related))
+        score: dict[int, float] = {}
+        covered: dict[int, float] = {}
+        total = 0.0
+        # Words most entities hold are left out, unless the query has nothing else.
+        common = COMMON_SHARE if any(not self._too_common(t, indexed, COMMON_SHARE) for t in _direct(weights)) else 1.0
+        for stems in by_term.values():
+            best: dict[int, float] = {}
+            term_weight = 0.0
+            for term, weight, related in stems:
+                if self._too_common(term, indexed, EXPANSION_MAX_SHARE if related else common):
+                    continue  # a word most entities hold says next to nothing, and counting it costs the most
+                frequency = self._frequencies(term)
+                df = min(len(frequency), indexed)
+                if not df:
+                    continue
+                scale = math.log(1 + (indexed - df + 0.5) / (df + 0.5)) * weight
+                term_weight = max(term_weight, scale)
+                scale *= K1 + 1
+                for doc, tf in frequency.items():
+                    part = scale * tf / (tf + base + slope * max(lengths[doc], 1))
+                    if part > best.get(doc, 0.0) and names[doc] is not None:
+                        best[doc] = part
+            total += term_weight
+            for doc, part in best.items():
+                score[doc] = score.get(doc, 0.0) + part
+                covered[doc] = covered.get(doc, 0.0) + term_weight
+        share = {doc: weight / (total or 1.0) for doc, weight in covered.items()}
+        keep = 1 - COVERAGE
+        return {doc: value * (keep + COVERAGE * share[doc]) for doc, value in score.items()}, share
+
+    def _too_common(self, term: str, indexed: int, share: float) -> bool:
+        """Whether more than `share` of the indexed documents hold the stem (its BM25 weight is then near 0)."""
+        stem_id = self._stem_ids.get(term)
+        if stem_id is None or indexed < 20:
+            return False
+        postings = self._postings[stem_id]
+        return len(postings) > indexed * share and len(set(postings)) > indexed * share
+
+    def _frequencies(self, term: str) -> dict[int, int]:
+        """Document -> weighted occurrences of a stem, indexed and pending documents alike."""
+        stem_id = self._stem_ids.get(term)
+        frequency: dict[int, int] = Counter(self._postings[stem_id] if stem_id is not None else ())
+        if self._pending:
+            frequency.update(self._pending_frequencies(term))
+        return frequency
+
+    def _pending_frequencies(self, term: str) -> dict[int, int]:
+        """Occurrences of a stem in the not-yet-indexed documents, counted in their text directly (words that
+        start with it: fields unweighted, accents not folded) so a search during warm-up stays cheap."""
+        texts = self._texts
+        starts = _word_start(term)
+        frequency: dict[int, int] = {}
+        for doc in self._pending:
+            text = texts[doc] or ""
+            # The plain count rules most documents out; the few left count only where a word starts with the stem.
+            if term in text:
+                hits = len(starts.findall(text))
+                if hits:
+                    frequency[doc] = hits
+        return frequency
 
 
-def match_tier(query: str, name: str, entity_type: str, observations: Sequence[str]) -> int:
-    """0 is best: exact name, name prefix, name part, type, observation, other text, words in any order."""
-    q = query.lower()
+# One hop: a neighbour of a strong hit inherits this share of the hit's score, more when the relation's type
+# shares a word with the query ("where does she work" and works_at).
+HOP_MATCHING_RELATION = 0.9
+HOP_OTHER_RELATION = 0.4
+HOP_PARENTS = 5  # the best hits whose neighbours are looked at
+# A ranked entity scoring under this share of the best one is left out: a query's one rare word that an entity
+# holds says more than its common words that many others share.
+RANKED_FLOOR = 0.15
+RELATION_WORD = re.compile(r"[^\W_]+")
+
+
+def _direct(weights: dict[str, TermWeight]) -> list[str]:
+    """The query's own stems (or their spelling corrections), not the thesaurus' words."""
+    return [term for term, (_, _, related) in weights.items() if not related]
+
+
+def _one_hop(
+    parents: Sequence[tuple[str, float, bool]], related: Callable[[str], Iterable[tuple[str, str]]], terms: set[str]
+) -> dict[str, float]:
+    """Neighbour -> the best share of a parent's score it inherits (always below that parent's).
+
+    A parent that answers the whole query ("Alice") passes nothing on, unless the relation itself is named in the
+    query ("where does Alice work"): its neighbours would only be noise. One that leaves words unexplained ("who is
+    Alice's manager") lends a little to every neighbour, which may be what the rest of the query is about."""
+    inherited: dict[str, float] = {}
+    for parent, score, complete in parents:
+        for neighbour, relation_type in related(parent):
+            words = {stem(w) for w in RELATION_WORD.findall(relation_type.lower())}
+            share = HOP_MATCHING_RELATION if words & terms else 0.0 if complete else HOP_OTHER_RELATION
+            if share:
+                inherited[neighbour] = max(inherited.get(neighbour, 0.0), score * share)
+    return inherited
+
+
+def _substring_rank(query: str, name: str, score: float) -> tuple[int, float, int]:
+    """Within the substring tier: exact name, then name prefix, then by word score (a whole word beats a piece
+    of one, "RRIF" the acronym before "terrified"), then matches in the name before the rest."""
     lowered = name.lower()
-    if lowered == q:
-        return 0
-    if lowered.startswith(q):
-        return 1
-    if q in lowered:
-        return 2
-    if q in entity_type.lower():
-        return 3
-    if any(q in o.lower() for o in observations):
-        return 4
-    return 5
+    tier = 0 if lowered == query else 1 if lowered.startswith(query) else 2
+    return (tier, -score, 0 if query in lowered else 1)

@@ -42,13 +42,28 @@ from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
 from memory_graph.graph import GraphService
+from memory_graph.history import (
+    MAX_HISTORY_LIMIT,
+    Duplicates,
+    History,
+    HistoryService,
+    MergedEntities,
+    ObservationUpdate,
+    RenamedEntity,
+    RestoredEntity,
+    Since,
+    UpdatedObservations,
+)
 from memory_graph.model import (
     AddedObservationsResult,
     CreatedEntities,
     CreatedRelations,
     DeletionResult,
     Entity,
+    EntityPage,
+    GraphSummary,
     KnowledgeGraph,
+    Neighborhood,
     ObservationAddition,
     ObservationDeletion,
     Relation,
@@ -177,6 +192,11 @@ def build_app(settings: Settings) -> App:
         register_graph_tools(server, services.graph)
     if "lessons" in settings.toolsets:
         register_lesson_tools(server, services.lessons)
+    if "graph" in settings.toolsets and settings.toolsets != ("graph",):
+        # MEMORY_TOOLS=graph promises exactly the official nine tools; the browse tools come with the full set.
+        register_browse_tools(server, services.graph)
+    if "graph" in settings.toolsets and settings.toolsets != ("graph",):
+        register_history_tools(server, services.graph, services.history)
     register_prompts_and_resources(server, services.graph, settings.toolsets)
     subscriptions = GraphSubscriptions()
     services.store.add_listener(subscriptions)
@@ -310,6 +330,47 @@ def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
         return structured(lessons.get_lesson_recommendations(context, limit))
 
 
+def register_browse_tools(server: MCPServer, graph: GraphService) -> None:
+    """Progressive reads: a graph too large to read whole is listed page by page, explored around one entity,
+    or summarized."""
+
+    @server.tool(title="List Entities", annotations=READ)
+    @tool_errors
+    def list_entities(
+        entityType: Annotated[
+            str | None, Field(min_length=1, description="Only entities of this exact type (case-sensitive)")
+        ] = None,
+        cursor: Annotated[
+            str | None, Field(description="nextCursor from the previous page; omit for the first")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="Most entities on one page")] = 100,
+    ) -> Annotated[CallToolResult, EntityPage]:
+        """List entities in name order, a page at a time: name, type and how many observations each has (open_nodes
+        reads them). The cursor stays valid while the graph changes."""
+        return structured(graph.list_entities(entityType, cursor, limit))
+
+    @server.tool(title="Get Neighbors", annotations=READ)
+    @tool_errors
+    def get_neighbors(
+        name: Annotated[str, Field(min_length=1, description="The entity's exact, case-sensitive name")],
+        depth: Annotated[int, Field(ge=1, le=3, description="How many relations away to go")] = 1,
+        relationType: Annotated[
+            str | None, Field(min_length=1, description="Follow only relations of this exact type")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="Most neighboring entities to return")] = 50,
+    ) -> Annotated[CallToolResult, Neighborhood]:
+        """The entities within `depth` relations of one entity (either direction), nearest and best connected
+        first, each with its depth and degree, and the relations among them."""
+        return structured(graph.get_neighbors(name, depth, relationType, limit))
+
+    @server.tool(title="Graph Summary", annotations=READ)
+    @tool_errors
+    def graph_summary() -> Annotated[CallToolResult, GraphSummary]:
+        """The graph at a glance: how many entities and relations, counts by entity type and relation type, and
+        the most connected entities (good places to start with get_neighbors)."""
+        return structured(graph.graph_summary())
+
+
 def register_prompts_and_resources(server: MCPServer, graph: GraphService, toolsets: tuple[str, ...]) -> None:
     @server.prompt(name="personalization", title="Personalization (custom instructions)")
     def personalization(
@@ -338,3 +399,68 @@ def register_prompts_and_resources(server: MCPServer, graph: GraphService, tools
     )
     def knowledge_graph() -> str:
         return graph.read_graph().model_dump_json(by_alias=True, exclude_none=True)
+
+
+EDIT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+Name = Annotated[str, Field(min_length=1, description="Exact, case-sensitive entity name")]
+
+
+def register_history_tools(server: MCPServer, graph: GraphService, history: HistoryService) -> None:
+    """Edits that keep the history (update, rename, merge), the history itself, and restore."""
+
+    @server.tool(title="Update Observations", annotations=EDIT)
+    @tool_errors
+    def update_observations(updates: list[ObservationUpdate]) -> Annotated[CallToolResult, UpdatedObservations]:
+        """Correct facts in place: replace each observation `old` of `entityName` with `new` (position kept);
+        the old text stays in get_history as superseded. Use it instead of delete_observations + add_observations.
+        An unknown entity or text fails the whole call, naming each."""
+        return structured(graph.update_observations(updates))
+
+    @server.tool(title="Rename Entity", annotations=EDIT)
+    @tool_errors
+    def rename_entity(name: Name, newName: Name) -> Annotated[CallToolResult, RenamedEntity]:
+        """Rename an entity; every relation follows. Refused if newName exists (merge_entities joins two)."""
+        return structured(graph.rename_entity(name, newName))
+
+    @server.tool(title="Merge Entities", annotations=EDIT)
+    @tool_errors
+    def merge_entities(
+        names: Annotated[list[Name], Field(min_length=1, description="The entities to merge")],
+        into: Name,
+    ) -> Annotated[CallToolResult, MergedEntities]:
+        """Merge duplicates: observations and relations of `names` move to `into` (duplicates and self-relations
+        dropped) and the merged entities disappear. `into` may be one of them or a new name (it takes the
+        first entity's type)."""
+        return structured(graph.merge_entities(names, into))
+
+    @server.tool(title="Get History", annotations=READ)
+    @tool_errors
+    def get_history(
+        name: Annotated[
+            str | None, Field(description="One entity (following renames and merges); omit for all")
+        ] = None,
+        since: Since = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_HISTORY_LIMIT, description="Most changes to return")] = 50,
+    ) -> Annotated[CallToolResult, History]:
+        """Changes newest first: when (`at`, UTC), which operation, which entity, and the values before and
+        after, including deleted entities and superseded observations."""
+        return structured(history.get_history(name, since, limit))
+
+    @server.tool(title="Restore Entity", annotations=EDIT)
+    @tool_errors
+    def restore_entity(
+        name: Name,
+        at: Annotated[str | None, Field(description="Restore the state of this UTC ISO 8601 time")] = None,
+    ) -> Annotated[CallToolResult, RestoredEntity]:
+        """Undo a wrong delete: bring an entity back as it was before its deletion (or as it was at `at`), with
+        its observations and the relations whose other end exists. Says what it restored."""
+        return structured(history.restore_entity(name, at))
+
+    @server.tool(title="Find Duplicates", annotations=READ)
+    @tool_errors
+    def find_duplicates(
+        limit: Annotated[int, Field(ge=1, le=MAX_HISTORY_LIMIT, description="Most pairs to return")] = 50,
+    ) -> Annotated[CallToolResult, Duplicates]:
+        """Entities that look like the same thing (case, accents, punctuation, plural, `J. Smith` vs
+        `John Smith` of one type), each pair with a reason; read-only. merge_entities joins a pair."""
+        return structured(history.find_duplicates(limit))

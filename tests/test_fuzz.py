@@ -81,6 +81,15 @@ def plausible(tool: str, rng: random.Random) -> dict[str, Any]:
         "find_similar_errors": lambda: {"errorPattern": {"type": text(rng), "message": name(), "context": text(rng)}},
         "update_lesson_success": lambda: {"lessonName": text(rng), "success": rng.choice([True, False])},
         "get_lesson_recommendations": lambda: {"context": text(rng)},
+        "list_entities": lambda: {"entityType": text(rng) or None, "limit": rng.randint(1, 5)},
+        "get_neighbors": lambda: {"name": name(), "depth": rng.randint(1, 3), "limit": rng.randint(1, 5)},
+        "graph_summary": lambda: {},
+        "update_observations": lambda: {"updates": [{"entityName": name(), "old": text(rng), "new": name()}]},
+        "rename_entity": lambda: {"name": name(), "newName": name()},
+        "merge_entities": lambda: {"names": [name(), name()], "into": name()},
+        "get_history": lambda: {"name": name(), "limit": rng.randint(1, 20)},
+        "restore_entity": lambda: {"name": name()},
+        "find_duplicates": lambda: {"limit": rng.randint(1, 20)},
     }
     return makers[tool]()
 

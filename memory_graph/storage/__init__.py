@@ -13,12 +13,21 @@ its modules directly (tests/test_architecture.py checks it).
 """
 
 from memory_graph.storage.check import CheckReport
-from memory_graph.storage.codec import Key, RecordCheck, entity_key, merge_records, record_key, relation_key
+from memory_graph.storage.codec import (
+    HISTORY,
+    Key,
+    RecordCheck,
+    entity_key,
+    merge_records,
+    record_key,
+    relation_key,
+)
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
 from memory_graph.storage.store import ChangeListener, Store, Transaction
 
 __all__ = [
+    "HISTORY",
     "ChangeListener",
     "CheckReport",
     "Key",

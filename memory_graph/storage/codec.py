@@ -20,7 +20,11 @@ from typing import Any
 from memory_graph.errors import LineProblem
 
 Key = tuple[str, ...]
-"""Identity of a record: ("entity", name) or ("relation", from, to, relationType)."""
+"""Identity of a record: ("entity", name), ("relation", from, to, relationType), or ("event", id) for a change
+event in the history collection."""
+
+HISTORY = "history"
+"""The collection of change events (`history.json` beside the memory file): never part of the graph."""
 
 UTF8_BOM = b"\xef\xbb\xbf"
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -51,9 +55,18 @@ def relation_key(source: str, target: str, relation_type: str) -> Key:
 
 
 def record_key(record: dict[str, Any]) -> Key:
-    if record["type"] == "relation":
+    kind = record["type"]
+    if kind == "relation":
         return relation_key(record["from"], record["to"], record["relationType"])
+    if kind == "event":
+        return ("event", record["id"])
     return entity_key(record["name"])
+
+
+def event_check(record: dict[str, Any]) -> str | None:
+    """The history collection's record rule: it holds change events and nothing else. Passing this check to the
+    parser is also what lets it accept event lines at all (see `_checked`), so a graph file never does."""
+    return None if record["type"] == "event" else "only change events belong in the history"
 
 
 def merge_records(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
@@ -107,8 +120,8 @@ ENTITY_KEYS = ("type", "name", "entityType", "observations")
 RELATION_KEYS = ("type", "from", "to", "relationType")
 
 
-def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
-    """A stored object made canonical, or (None, why it is unusable)."""
+def normalize_record(item: Any, events: bool = False) -> tuple[dict[str, Any] | None, str]:
+    """A stored object made canonical, or (None, why it is unusable); change events only when `events`."""
     if not isinstance(item, dict):
         return None, "not a JSON object"
     # Fast path: what we write ourselves is already canonical.
@@ -139,6 +152,8 @@ def normalize_record(item: Any) -> tuple[dict[str, Any] | None, str]:
         return _relation(item)
     if kind in ("entity", "lesson"):
         return _entity(item, kind)
+    if kind == "event" and events:
+        return _event(item)
     return None, f'unknown record type "{kind}" (expected "entity" or "relation")'
 
 
@@ -171,6 +186,22 @@ def _entity(item: dict[str, Any], kind: str) -> tuple[dict[str, Any] | None, str
     return record, ""
 
 
+def _is_record_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, dict) and isinstance(value.get("type"), str))
+
+
+def _event(item: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """A change event: {type, id, at, op, collection, key, before, after} (plus optional notes), kept as is."""
+    for name in ("id", "at", "op", "collection"):
+        if not isinstance(item.get(name), str) or not item[name]:
+            return None, f'event field "{name}" must be a non-empty string'
+    if not _is_str_list(item.get("key")) or not item["key"]:
+        return None, 'event field "key" must be a non-empty list of strings'
+    if not (_is_record_or_none(item.get("before")) and _is_record_or_none(item.get("after"))):
+        return None, 'event fields "before" and "after" must be records or null'
+    return item, ""
+
+
 def _parse_all_at_once(lines: list[str]) -> list[Any] | None:
     """All lines as one JSON array (one C call instead of one per line), or None if any line is not exactly
     one JSON object; the caller then parses line by line to say which line is wrong."""
@@ -186,7 +217,7 @@ def _parse_all_at_once(lines: list[str]) -> list[Any] | None:
 def _checked(item: Any, check: RecordCheck | None, repair_text: bool) -> tuple[dict[str, Any] | None, str]:
     if repair_text:
         item = without_lone_surrogates(item)
-    record, why = normalize_record(item)
+    record, why = normalize_record(item, events=check is event_check)
     if record is not None and check is not None:
         problem = check(record)
         if problem is not None:

@@ -17,7 +17,7 @@ from memory_graph.app import build_services
 from memory_graph.config import Settings
 from memory_graph.model import Entity
 from tests.conftest import open_graph
-from tests.memory_graph.workers import apply, snapshot, torture_ops
+from tests.memory_graph.workers import apply, replayed, snapshot, torture_ops
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -82,6 +82,7 @@ def test_kill_9_at_random_moments_leaves_the_state_before_or_after_the_call(tmp_
         assert reopened.store.problems() == []
         now = snapshot(reopened)
         assert now in (states[last_acked], states[last_acked + 1]), f"mixed state after kill at call {last_acked}"
+        assert replayed(reopened) == now, f"history and data disagree after a kill at call {last_acked}"
         if now == states[last_acked + 1] and states[last_acked] != states[last_acked + 1]:
             mid_call_kills += 1  # the unacknowledged call had already committed
         done = last_acked + 1 if now == states[last_acked + 1] else last_acked

@@ -185,12 +185,15 @@ def test_a_crash_during_a_multi_shard_commit_is_finished_on_reopen(
         pass
 
     real_replace = os.replace
-    calls = {"n": 0}
+    calls = {"after_journal": -1}
 
     def dying_replace(src: str, dst: str) -> None:
-        calls["n"] += 1
-        if calls["n"] == 3:  # the journal and one shard are in place; the process dies here
-            raise Crash
+        if str(dst).endswith(".journal"):
+            calls["after_journal"] = 0
+        elif calls["after_journal"] >= 0:
+            calls["after_journal"] += 1
+            if calls["after_journal"] == 2:  # the journal and one shard are in place; the process dies here
+                raise Crash
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", dying_replace)

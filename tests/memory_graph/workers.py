@@ -10,8 +10,9 @@ from pathlib import Path
 
 from memory_graph.app import build_services
 from memory_graph.config import Settings
-from memory_graph.errors import NotFoundError
-from memory_graph.graph import GraphService
+from memory_graph.errors import MemoryGraphError
+from memory_graph.graph import LESSONS, MEMORY, GraphService
+from memory_graph.history import ObservationUpdate, replay_history
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from tests.conftest import open_graph
 
@@ -23,7 +24,9 @@ def torture_ops(seed: int, count: int) -> list[tuple[str, list]]:
     rng = random.Random(seed)
     ops: list[tuple[str, list]] = []
     for step in range(count):
-        kind = rng.choice(["create", "create", "observe", "relate", "delete", "forget", "unrelate"])
+        kind = rng.choice(
+            ["create", "create", "observe", "relate", "delete", "forget", "unrelate", "update", "rename", "merge"]
+        )
         picked = rng.sample(NAMES, rng.randint(2, 6))
         if kind == "create":
             ops.append(
@@ -45,6 +48,13 @@ def torture_ops(seed: int, count: int) -> list[tuple[str, list]]:
             ops.append(("relate", relations))
         elif kind == "delete":
             ops.append(("delete_entities", picked[:3]))
+        elif kind == "update":
+            updates = [ObservationUpdate(entityName=n, old=f"o{step - 1}", new=f"u{step}") for n in picked[:2]]
+            ops.append(("update_observations", updates))
+        elif kind == "rename":
+            ops.append(("rename_entity", (picked[0], picked[1])))
+        elif kind == "merge":
+            ops.append(("merge_entities", (picked[:2], picked[2 % len(picked)])))
         elif kind == "forget":
             ops.append(
                 (
@@ -68,8 +78,22 @@ def apply(graph: GraphService, name: str, argument: list) -> None:
         existing = {e.name for e in graph.open_nodes([r.from_ for r in argument] + [r.to for r in argument]).entities}
         argument = [r for r in argument if r.from_ in existing and r.to in existing]
         name = "create_relations"
-    with contextlib.suppress(NotFoundError):  # a refused call is part of the sequence: it must change nothing
-        getattr(graph, name)(argument)
+    with contextlib.suppress(MemoryGraphError):  # a refused call is part of the sequence: it must change nothing
+        if isinstance(argument, tuple):
+            getattr(graph, name)(*argument)
+        else:
+            getattr(graph, name)(argument)
+
+
+def replayed(graph: GraphService) -> tuple:
+    """The snapshot that replaying the whole history from empty gives (it must equal the graph's)."""
+    records = replay_history(graph.store)[MEMORY] | replay_history(graph.store)[LESSONS]
+    entities = [r for r in records.values() if r["type"] == "entity"]
+    relations = [r for r in records.values() if r["type"] == "relation"]
+    return (
+        tuple(sorted((e["name"], e["entityType"], tuple(e["observations"])) for e in entities)),
+        tuple(sorted((r["from"], r["to"], r["relationType"]) for r in relations)),
+    )
 
 
 def snapshot(graph: GraphService) -> tuple:

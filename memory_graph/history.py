@@ -1,0 +1,388 @@
+"""History: every change dated and kept, and the tools that use it (get_history, restore_entity).
+
+- **Event**: one change of one record, recorded by the store in the same commit as the change (see
+  storage/store.py): `id` (time-ordered), `at` (UTC ISO 8601), `op` (the tool or service method), `actor`,
+  `collection`, `key` (the record's identity) and `before`/`after` (the full records, null when absent). A
+  rename or merge notes on the deleted entity's event where it went (`movedTo`); update_observations notes
+  the texts it superseded (`superseded`).
+- **HistoryIndex**: event keys by entity name (an entity's own events and those of relations touching it),
+  fed by the store's history notifications, so get_history for one entity reads only that entity's events.
+
+The graph stays free of history: replaying every event's `after` in id order rebuilds the current records.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BaseModel, Field, StrictStr
+
+from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
+from memory_graph.model import Entity, EntityName, Relation, relation_view
+from memory_graph.storage import HISTORY, Key, Store
+
+if TYPE_CHECKING:
+    from memory_graph.graph import GraphService
+
+MAX_HISTORY_LIMIT = 1000
+
+
+# -- the tools' models ----------------------------------------------------------------------------------------
+class ObservationUpdate(BaseModel):
+    entityName: EntityName = Field(description="The entity holding the observation")
+    old: StrictStr = Field(description="The observation's current text, exactly")
+    new: StrictStr = Field(min_length=1, description="The text that replaces it (same position)")
+
+
+class UpdatedObservations(BaseModel):
+    """The observations replaced; the old texts stay in the history (get_history) as superseded."""
+
+    updated: list[ObservationUpdate]
+
+
+class RenamedEntity(BaseModel):
+    name: str
+    newName: str
+    relationsUpdated: int = Field(description="Relations that now point at the new name")
+
+
+class MergedEntities(BaseModel):
+    into: Entity = Field(description="The entity the others were merged into, as stored now")
+    merged: list[str] = Field(description="The entities that were merged in and no longer exist")
+    relationsMoved: int = Field(description="Relations moved to the merged entity")
+    relationsDropped: int = Field(description="Relations dropped: duplicates, or now from the entity to itself")
+
+
+class HistoryEvent(BaseModel):
+    at: str = Field(description="When the change was made (UTC, ISO 8601)")
+    op: str = Field(description="The tool or operation that made it")
+    actor: str | None = None
+    entity: str = Field(description="The entity changed, or the relation's source")
+    kind: str = Field(description="entity, lesson or relation")
+    before: dict[str, Any] | None = Field(default=None, description="The record before (absent: it did not exist)")
+    after: dict[str, Any] | None = Field(default=None, description="The record after (absent: it was deleted)")
+    movedTo: str | None = Field(default=None, description="Renamed or merged into this entity")
+    superseded: list[dict[str, str]] | None = Field(
+        default=None, description="Observations replaced by update_observations: old, new, and when old was stated"
+    )
+
+
+class History(BaseModel):
+    events: list[HistoryEvent] = Field(description="Newest first")
+    total: int = Field(description="Events matching, before the limit")
+
+
+class RestoredEntity(BaseModel):
+    entity: Entity
+    asOf: str = Field(description="The moment whose state was restored (UTC, ISO 8601)")
+    relations: list[Relation] = Field(description="Relations restored with it")
+    skippedRelations: list[Relation] = Field(description="Relations left out because their other end is gone")
+
+
+Since = Annotated[str | None, Field(description="Only changes at or after this UTC ISO 8601 time")]
+
+
+def parse_moment(raw: str, field: str) -> datetime:
+    """An ISO 8601 time; one without a zone is taken as UTC."""
+    try:
+        moment = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(
+            f"{field}: not an ISO 8601 time (got {raw!r}); send e.g. 2026-12-01T08:00:00Z"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def id_prefix(moment: datetime) -> str:
+    """The id prefix of events made at `moment`: ids start with the time in nanoseconds, zero-padded."""
+    return f"{int(moment.timestamp() * 1_000_000_000):020d}"
+
+
+def record_view(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {k: v for k, v in record.items() if k != "type"}
+
+
+def ends(key: Key) -> tuple[str, ...]:
+    """The entity names an event concerns: an entity's name, or a relation's two ends."""
+    if key[0] == "entity":
+        return (key[1],)
+    if key[0] == "relation":
+        return (key[1], key[2]) if key[1] != key[2] else (key[1],)
+    return ()
+
+
+def replay_history(store: Store) -> dict[str, dict[tuple[str, ...], dict[str, Any]]]:
+    """The records that replaying every event from empty gives, by collection (the history's own check: it must
+    equal what the files hold)."""
+    replayed: dict[str, dict[tuple[str, ...], dict[str, Any]]] = {}
+    for event in store.events():
+        records = replayed.setdefault(event["collection"], {})
+        if event["after"] is None:
+            records.pop(tuple(event["key"]), None)
+        else:
+            records[tuple(event["key"])] = event["after"]
+    for name in store.collections:
+        replayed.setdefault(name, {})
+    return replayed
+
+
+class HistoryIndex:
+    """Event keys by entity name, in id order, and which names were renamed or merged into which."""
+
+    def __init__(self) -> None:
+        self.by_entity: dict[str, list[Key]] = {}
+        self.moved_into: dict[str, set[str]] = {}
+        self.ordered: list[Key] = []  # every event, in id order (whole-memory history)
+        self._names: dict[Key, tuple[str, ...]] = {}
+
+    def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
+        if collection != HISTORY:
+            return
+        if removed:
+            self._forget(set(removed))
+        for event in upserted:
+            key: Key = ("event", event["id"])
+            if key in self._names:
+                continue
+            names = ends(tuple(event["key"]))
+            self._names[key] = names
+            for name in names:
+                bisect.insort(self.by_entity.setdefault(name, []), key)
+            bisect.insort(self.ordered, key)
+            if isinstance(event.get("movedTo"), str):
+                self.moved_into.setdefault(event["movedTo"], set()).add(event["key"][1])
+
+    def _forget(self, gone: set[Key]) -> None:
+        """Pruned events (compact): rebuilt lists, as pruning removes a large share at once."""
+        for key in gone:
+            for name in self._names.pop(key, ()):
+                self.by_entity[name] = [k for k in self.by_entity.get(name, []) if k not in gone]
+        self.ordered = [k for k in self.ordered if k not in gone]
+
+    def names_for(self, name: str) -> set[str]:
+        """The name and every name renamed or merged into it, transitively."""
+        found, pending = {name}, [name]
+        while pending:
+            for old in self.moved_into.get(pending.pop(), ()):
+                if old not in found:
+                    found.add(old)
+                    pending.append(old)
+        return found
+
+    def keys_for(self, names: Iterable[str]) -> list[Key]:
+        keys: set[Key] = set()
+        for name in names:
+            keys.update(self.by_entity.get(name, ()))
+        return sorted(keys)
+
+
+@dataclass
+class HistorySpan:
+    events: int
+    oldest: str | None
+    newest: str | None
+
+
+class HistoryService:
+    """get_history and restore_entity, on the store's change events."""
+
+    def __init__(self, store: Store, graph: GraphService) -> None:
+        self.store = store
+        self.graph = graph
+        self.index = HistoryIndex()
+        store.add_history_listener(self.index)
+
+    def _require_history(self) -> None:
+        if not self.store.keeps_history:
+            raise InvalidInputError("this memory is opened without a change history")
+
+    def get_history(self, name: str | None = None, since: str | None = None, limit: int = 50) -> History:
+        self._require_history()
+        cutoff = id_prefix(parse_moment(since, "since")) if since else ""
+        with self.store.reading():
+            keys = self.index.keys_for(self.index.names_for(name)) if name is not None else self.index.ordered
+            start = bisect.bisect_left(keys, ("event", cutoff)) if cutoff else 0
+            chosen = keys[start:]
+            newest = [self.store.event(k) for k in reversed(chosen[-limit:])] if limit else []
+            events = [self._view(e) for e in newest]
+        return History(events=events, total=len(chosen))
+
+    def _view(self, event: dict[str, Any]) -> HistoryEvent:
+        key = event["key"]
+        kind = "relation" if key[0] == "relation" else ("lesson" if event["collection"] != "memory" else "entity")
+        superseded = event.get("superseded")
+        if superseded:
+            superseded = [
+                {**item, "statedAt": self._stated_at(key[1], item["old"], event["id"])} for item in superseded
+            ]
+        return HistoryEvent(
+            at=event["at"],
+            op=event["op"],
+            actor=event.get("actor"),
+            entity=key[1],
+            kind=kind,
+            before=record_view(event["before"]),
+            after=record_view(event["after"]),
+            movedTo=event.get("movedTo"),
+            superseded=superseded or None,
+        )
+
+    def _stated_at(self, name: str, text: str, before_id: str) -> str:
+        """When an observation text first appeared on the entity (the other date of a superseded fact)."""
+        for key in self.index.keys_for([name]):
+            if key[1] >= before_id:
+                break
+            event = self.store.event(key)
+            had = (event["before"] or {}).get("observations") or []
+            has = (event["after"] or {}).get("observations") or []
+            if event["key"][0] == "entity" and text in has and text not in had:
+                return str(event["at"])
+        return "unknown"
+
+    def find_duplicates(self, limit: int = 50) -> Duplicates:
+        with self.store.reading():
+            return find_duplicates(self.graph.state.entities, limit)
+
+    def span(self) -> HistorySpan:
+        """How many changes are kept, and the dates of the oldest and the newest (`memory-graph stats`)."""
+        if not self.store.keeps_history:
+            return HistorySpan(0, None, None)
+        with self.store.reading():
+            ordered = self.index.ordered
+            if not ordered:
+                return HistorySpan(0, None, None)
+            return HistorySpan(len(ordered), self.store.event(ordered[0])["at"], self.store.event(ordered[-1])["at"])
+
+    # -- restore ---------------------------------------------------------------------------------------------
+    def restore_entity(self, name: str, at: str | None = None) -> RestoredEntity:
+        self._require_history()
+        moment = parse_moment(at, "at") if at else None
+        with self.store.transaction(operation="restore_entity") as tx:
+            keys = self.index.keys_for([name])
+            cutoff, event = self._state_event(name, keys, moment)
+            record, collection = event["after"] if moment else event["before"], event["collection"]
+            if record is None:
+                raise NotFoundError(f"Entity with name {name} did not exist at {at}; get_history shows when it did.")
+            home = self.graph.state.home.get(name, collection)
+            if home != collection:
+                raise ConflictError(f"{name} is now a {home} record; delete it before restoring the {collection} one.")
+            record = {**record, "name": name}
+            tx.upsert(collection, record)
+            restored, skipped = self._relations_then(name, keys, cutoff)
+            for relation in restored:
+                tx.upsert("memory", relation)
+        entity = Entity.model_construct(name=name, entityType=record["entityType"], observations=record["observations"])
+        return RestoredEntity(
+            entity=entity,
+            asOf=event["at"] if moment is None else at or "",
+            relations=[Relation.model_validate(relation_view(_triple(r))) for r in restored],
+            skippedRelations=[Relation.model_validate(relation_view(_triple(r))) for r in skipped],
+        )
+
+    def _state_event(self, name: str, keys: list[Key], moment: datetime | None) -> tuple[str, dict[str, Any]]:
+        """The event that holds the state to restore, and the id cutoff for the relations of that moment."""
+        own = [self.store.event(k) for k in keys]
+        own = [e for e in own if e["key"] == ["entity", name]]
+        if moment is not None:
+            cutoff = id_prefix(moment) + "~"  # "~" sorts after every id made at that nanosecond
+            then = [e for e in own if e["id"] < cutoff]
+            if not then:
+                raise NotFoundError(f"Entity with name {name} has no history before {moment.isoformat()}.")
+            return cutoff, then[-1]
+        if name in self.graph.state.entities:
+            raise ConflictError(
+                f"Entity with name {name} exists; restore_entity brings back a deleted entity. "
+                "Pass `at` to return it to an earlier state."
+            )
+        deletions = [e for e in own if e["after"] is None]
+        if not deletions:
+            raise NotFoundError(f"Entity with name {name} was never deleted (no history of it).")
+        # The relations as they were just before the deleting call: ids of one commit share this prefix.
+        return deletions[-1]["id"].rsplit("-", 1)[0], deletions[-1]
+
+    def _relations_then(
+        self, name: str, keys: list[Key], cutoff: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Relations touching `name` that existed at the cutoff, split into restorable and other-end-gone."""
+        latest: dict[tuple[str, ...], dict[str, Any] | None] = {}
+        for key in keys:
+            if key[1] >= cutoff:
+                break
+            event = self.store.event(key)
+            if event["key"][0] == "relation":
+                latest[tuple(event["key"])] = event["after"]
+        restored, skipped = [], []
+        for record in (r for r in latest.values() if r is not None):
+            other = record["to"] if record["from"] == name else record["from"]
+            if other == name or other in self.graph.state.entities:
+                if _triple(record) not in self.graph.state.relations:
+                    restored.append(record)
+            else:
+                skipped.append(record)
+        return restored, skipped
+
+
+def _triple(record: dict[str, Any]) -> tuple[str, str, str]:
+    return (record["from"], record["to"], record["relationType"])
+
+
+# -- find_duplicates: entities that look like the same thing --------------------------------------------------
+class DuplicatePair(BaseModel):
+    names: list[str] = Field(description="Two entities that look like the same thing")
+    reason: str
+
+
+class Duplicates(BaseModel):
+    duplicates: list[DuplicatePair] = Field(
+        description="Likely duplicates, most certain first; merge_entities joins them"
+    )
+
+
+def _folded_words(name: str) -> list[str]:
+    """Lower case, no accents, no punctuation, singular: "Zoë's Cafés" -> ["zoe", "cafe"]."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", name.casefold()) if not unicodedata.combining(c))
+    words = re.findall(r"\w+", plain)
+    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words]
+
+
+def _initialled(a: list[str], b: list[str]) -> bool:
+    """`J. Smith` and `John Smith`: same last words, and each first word an initial of the other's."""
+    if len(a) != len(b) or len(a) < 2 or a[1:] != b[1:] or a[0] == b[0]:
+        return False
+    short, long = sorted((a[0], b[0]), key=len)
+    return len(short) == 1 and long.startswith(short)
+
+
+def find_duplicates(entities: dict[str, dict[str, Any]], limit: int = 50) -> Duplicates:
+    """Pairs of entities whose names differ only in case, accents, punctuation, plural or an initial."""
+    by_folded: dict[tuple[str, ...], list[str]] = {}
+    by_last: dict[tuple[str, str], list[str]] = {}
+    for name, record in entities.items():
+        words = _folded_words(name)
+        if not words:
+            continue
+        by_folded.setdefault(tuple(words), []).append(name)
+        by_last.setdefault((words[-1], record["entityType"]), []).append(name)
+    found: list[DuplicatePair] = []
+    for names in by_folded.values():
+        for other in names[1:]:
+            same_type = entities[names[0]]["entityType"] == entities[other]["entityType"]
+            why = "same name but for case, accents, punctuation or plural"
+            found.append(DuplicatePair(names=[names[0], other], reason=why + ("" if same_type else " (types differ)")))
+    for (_, entity_type), names in by_last.items():
+        if len(names) > 50:  # a common surname: pairwise checks would be quadratic and mostly noise
+            continue
+        for i, first in enumerate(names):
+            for second in names[i + 1 :]:
+                if _initialled(_folded_words(first), _folded_words(second)):
+                    why = f"an initial of the same name, both of type {entity_type}"
+                    found.append(DuplicatePair(names=[first, second], reason=why))
+    return Duplicates(duplicates=found[:limit])

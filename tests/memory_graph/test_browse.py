@@ -1,0 +1,143 @@
+"""Progressive reads through MCP, in process: list_entities, get_neighbors, graph_summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from memory_graph.config import Settings
+from memory_graph.server import build_app
+
+pytestmark = pytest.mark.anyio
+
+PEOPLE = ["Ana", "Bruno", "Carla", "Dora", "Emil"]
+BROWSE_TOOLS = {"list_entities": [], "get_neighbors": ["name"], "graph_summary": []}
+
+
+def settings_for(folder: Path, **overrides: Any) -> Settings:
+    env = {"MEMORY_FILE_PATH": str(folder / "memory.json"), "MEMORY_SHARD_LINES": "3"}
+    env.update({k: str(v) for k, v in overrides.items()})
+    return Settings.from_env(env, cwd=folder)
+
+
+@pytest.fixture
+async def client(tmp_path: Path):
+    async with Client(build_app(settings_for(tmp_path)).server) as connected:
+        entities = [{"name": n, "entityType": "person", "observations": [f"{n} fact"]} for n in PEOPLE]
+        entities.append({"name": "Acme", "entityType": "organization", "observations": ["a", "b", "c"]})
+        await ok(connected, "create_entities", entities=entities)
+        chain = [("Ana", "Bruno", "knows"), ("Bruno", "Carla", "knows"), ("Carla", "Dora", "knows")]
+        work = [(p, "Acme", "works_at") for p in ("Ana", "Bruno", "Dora", "Emil")]
+        relations = [{"from": a, "to": b, "relationType": t} for a, b, t in chain + work]
+        await ok(connected, "create_relations", relations=relations)
+        yield connected
+
+
+async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+async def refused(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return str(result.content[0].text)
+
+
+async def test_the_browse_tools_are_read_only_with_their_arguments(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    for name, required in BROWSE_TOOLS.items():
+        tool = tools[name]
+        assert tool.input_schema.get("required", []) == required
+        assert tool.output_schema is not None
+        hints = tool.annotations
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint) == (
+            True,
+            False,
+            True,
+            False,
+        )
+    assert sorted(tools["list_entities"].input_schema["properties"]) == ["cursor", "entityType", "limit"]
+    assert sorted(tools["get_neighbors"].input_schema["properties"]) == ["depth", "limit", "name", "relationType"]
+
+
+async def test_only_the_official_nine_with_memory_tools_graph(tmp_path: Path) -> None:
+    async with Client(build_app(settings_for(tmp_path, MEMORY_TOOLS="graph")).server) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+    assert len(tools) == 9 and not tools & BROWSE_TOOLS.keys()
+
+
+async def test_list_entities_pages_in_name_order(client: Client) -> None:
+    first = await ok(client, "list_entities", limit=4)
+    assert [e["name"] for e in first["entities"]] == ["Acme", "Ana", "Bruno", "Carla"]
+    assert first["entities"][0] == {
+        "name": "Acme",
+        "entityType": "organization",
+        "observationCount": 3,
+        "lastChanged": None,
+    }
+    assert first["total"] == 6
+    second = await ok(client, "list_entities", limit=4, cursor=first["nextCursor"])
+    assert [e["name"] for e in second["entities"]] == ["Dora", "Emil"]
+    assert "nextCursor" not in second
+
+
+async def test_a_cursor_stays_valid_while_others_write(client: Client) -> None:
+    first = await ok(client, "list_entities", limit=2)  # Acme, Ana
+    await ok(client, "delete_entities", entityNames=["Acme", "Ana"])
+    await ok(client, "create_entities", entities=[{"name": "Aaron", "entityType": "person", "observations": []}])
+    second = await ok(client, "list_entities", limit=10, cursor=first["nextCursor"])
+    assert [e["name"] for e in second["entities"]] == ["Bruno", "Carla", "Dora", "Emil"]
+
+
+async def test_list_entities_filters_by_type_and_refuses_bad_arguments(client: Client) -> None:
+    people = await ok(client, "list_entities", entityType="person")
+    assert [e["name"] for e in people["entities"]] == PEOPLE and people["total"] == 5
+    assert (await ok(client, "list_entities", entityType="Person"))["entities"] == []
+    assert "cursor" in await refused(client, "list_entities", cursor="not a cursor")
+    assert "limit" in await refused(client, "list_entities", limit=0)
+    assert "limit" in await refused(client, "list_entities", limit=501)
+
+
+async def test_get_neighbors_goes_as_deep_as_asked_best_connected_first(client: Client) -> None:
+    near = await ok(client, "get_neighbors", name="Ana")
+    assert [(e["name"], e["depth"]) for e in near["entities"]] == [("Acme", 1), ("Bruno", 1)]  # Acme: 3 relations
+    assert {(r["from"], r["to"]) for r in near["relations"]} == {("Ana", "Bruno"), ("Ana", "Acme"), ("Bruno", "Acme")}
+    deep = await ok(client, "get_neighbors", name="Ana", depth=3)
+    assert [(e["name"], e["depth"]) for e in deep["entities"]] == [
+        ("Acme", 1),
+        ("Bruno", 1),
+        ("Carla", 2),
+        ("Dora", 2),
+        ("Emil", 2),
+    ]
+    assert deep["totalEntities"] == 5 and deep["truncated"] is False
+
+
+async def test_get_neighbors_follows_one_relation_type_and_limits(client: Client) -> None:
+    known = await ok(client, "get_neighbors", name="Ana", depth=3, relationType="knows")
+    assert [e["name"] for e in known["entities"]] == ["Bruno", "Carla", "Dora"]
+    assert all(r["relationType"] == "knows" for r in known["relations"])
+    cut = await ok(client, "get_neighbors", name="Ana", depth=2, limit=1)
+    assert [e["name"] for e in cut["entities"]] == ["Acme"] and cut["truncated"] is True and cut["totalEntities"] == 5
+
+
+async def test_get_neighbors_refuses_unknown_names_and_depths(client: Client) -> None:
+    message = await refused(client, "get_neighbors", name="ana")
+    assert "not found" in message and '"Ana"' in message
+    assert "depth" in await refused(client, "get_neighbors", name="Ana", depth=4)
+    assert "depth" in await refused(client, "get_neighbors", name="Ana", depth=0)
+
+
+async def test_graph_summary_counts_types_and_the_most_connected(client: Client) -> None:
+    summary = await ok(client, "graph_summary")
+    assert (summary["entities"], summary["relations"]) == (6, 7)
+    assert summary["entityTypes"] == [{"type": "person", "count": 5}, {"type": "organization", "count": 1}]
+    assert summary["relationTypes"] == [{"type": "works_at", "count": 4}, {"type": "knows", "count": 3}]
+    top = [(e["name"], e["degree"]) for e in summary["mostConnected"][:3]]
+    assert top == [("Acme", 4), ("Bruno", 3), ("Ana", 2)]

@@ -1,0 +1,215 @@
+"""History and edits through MCP in process: update, rename, merge, get_history, restore; across restarts, with two
+stores on the same files, and refused calls that change nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from memory_graph.app import services_for_folder
+from memory_graph.server import build_app
+from tests.memory_graph.test_server import settings_for
+
+pytestmark = pytest.mark.anyio
+HISTORY_TOOLS = {
+    "update_observations",
+    "rename_entity",
+    "merge_entities",
+    "get_history",
+    "restore_entity",
+    "find_duplicates",
+}
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    if tool in HISTORY_TOOLS:  # the nine keep the reference's text (a bare list for creates)
+        assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+async def refused(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return str(result.content[0].text)
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and p.suffix == ".json"}
+
+
+async def seed(client: Client) -> None:
+    await call(
+        client,
+        "create_entities",
+        entities=[
+            {"name": "Alice", "entityType": "person", "observations": ["lives in Paris", "likes tea"]},
+            {"name": "Acme", "entityType": "company", "observations": ["makes anvils"]},
+            {"name": "Bob", "entityType": "person", "observations": []},
+        ],
+    )
+    await call(
+        client,
+        "create_relations",
+        relations=[
+            {"from": "Alice", "to": "Acme", "relationType": "works_at"},
+            {"from": "Bob", "to": "Alice", "relationType": "knows"},
+        ],
+    )
+
+
+@pytest.fixture
+async def client(tmp_path: Path):
+    async with Client(build_app(settings_for(tmp_path)).server) as connected:
+        await seed(connected)
+        yield connected
+
+
+async def test_update_replaces_in_place_and_keeps_the_old_text_in_history_only(client: Client) -> None:
+    update = {"entityName": "Alice", "old": "lives in Paris", "new": "lives in Lyon"}
+    assert await call(client, "update_observations", updates=[update]) == {"updated": [update]}
+    alice = (await call(client, "open_nodes", names=["Alice"]))["entities"][0]
+    assert alice["observations"] == ["lives in Lyon", "likes tea"]
+    assert (await call(client, "search_nodes", query="Paris"))["entities"] == []
+    event = (await call(client, "get_history", name="Alice", limit=1))["events"][0]
+    assert event["op"] == "update_observations"
+    [superseded] = event["superseded"]
+    assert superseded["old"] == "lives in Paris" and superseded["new"] == "lives in Lyon"
+    assert superseded["statedAt"] <= event["at"] and event["at"].endswith("Z")
+    assert event["before"]["observations"] == ["lives in Paris", "likes tea"]
+
+
+async def test_refused_calls_name_each_problem_and_change_no_byte(client: Client, tmp_path: Path) -> None:
+    before = files(tmp_path)
+    message = await refused(
+        client,
+        "update_observations",
+        updates=[
+            {"entityName": "Nobody", "old": "x", "new": "y"},
+            {"entityName": "Alice", "old": "lives in Rome", "new": "y"},
+            {"entityName": "Alice", "old": "likes tea", "new": "likes coffee"},
+        ],
+    )
+    assert "Nobody" in message and "lives in Rome" in message
+    assert "Bob" in await refused(client, "rename_entity", name="Alice", newName="Bob")
+    assert "Ghost" in await refused(client, "merge_entities", names=["Alice", "Ghost"], into="Alice")
+    assert "exists" in await refused(client, "restore_entity", name="Alice")
+    assert "never deleted" in await refused(client, "restore_entity", name="Nobody")
+    assert files(tmp_path) == before
+
+
+async def test_rename_moves_every_relation(client: Client) -> None:
+    result = await call(client, "rename_entity", name="Alice", newName="Alice Martin")
+    assert result == {"name": "Alice", "newName": "Alice Martin", "relationsUpdated": 2}
+    graph = await call(client, "read_graph")
+    assert "Alice" not in {e["name"] for e in graph["entities"]}
+    assert sorted((r["from"], r["to"]) for r in graph["relations"]) == [
+        ("Alice Martin", "Acme"),
+        ("Bob", "Alice Martin"),
+    ]
+    events = (await call(client, "get_history", name="Alice Martin"))["events"]
+    assert any(e["op"] == "create_entities" and e["entity"] == "Alice" for e in events)  # followed the rename
+
+
+async def test_merge_moves_observations_and_relations_and_drops_self_relations(client: Client) -> None:
+    await call(client, "create_relations", relations=[{"from": "Bob", "to": "Acme", "relationType": "works_at"}])
+    result = await call(client, "merge_entities", names=["Alice", "Bob"], into="A. Person")
+    assert result["into"] == {
+        "name": "A. Person",
+        "entityType": "person",
+        "observations": ["lives in Paris", "likes tea"],
+    }
+    assert result["merged"] == ["Alice", "Bob"]
+    assert result["relationsDropped"] == 2  # Bob knows Alice became a self-relation; works_at Acme twice
+    graph = await call(client, "read_graph")
+    assert sorted(e["name"] for e in graph["entities"]) == ["A. Person", "Acme"]
+    assert graph["relations"] == [{"from": "A. Person", "to": "Acme", "relationType": "works_at"}]
+    names = {e["entity"] for e in (await call(client, "get_history", name="A. Person", limit=100))["events"]}
+    assert {"Alice", "Bob", "A. Person"} <= names
+
+
+async def test_restore_brings_back_a_deleted_entity_with_relations_whose_end_exists(client: Client) -> None:
+    await call(client, "delete_entities", entityNames=["Alice"])
+    await call(client, "delete_entities", entityNames=["Acme"])
+    restored = await call(client, "restore_entity", name="Alice")
+    assert restored["entity"]["observations"] == ["lives in Paris", "likes tea"]
+    assert restored["relations"] == [{"from": "Bob", "to": "Alice", "relationType": "knows"}]
+    assert restored["skippedRelations"] == [{"from": "Alice", "to": "Acme", "relationType": "works_at"}]
+    assert len((await call(client, "read_graph"))["relations"]) == 1
+
+
+async def test_restore_at_a_moment_returns_an_earlier_state(client: Client) -> None:
+    moment = (await call(client, "get_history", name="Alice", limit=1))["events"][0]["at"]
+    await call(client, "add_observations", observations=[{"entityName": "Alice", "contents": ["new fact"]}])
+    restored = await call(client, "restore_entity", name="Alice", at=moment)
+    assert restored["entity"]["observations"] == ["lives in Paris", "likes tea"]
+    assert "time" in await refused(client, "restore_entity", name="Alice", at="yesterday")
+
+
+async def test_whole_history_is_newest_first_and_since_filters(client: Client) -> None:
+    history = await call(client, "get_history")
+    assert history["total"] == 5
+    stamps = [e["at"] for e in history["events"]]
+    assert stamps == sorted(stamps, reverse=True)
+    assert (await call(client, "get_history", since="2999-01-01T00:00:00Z")) == {"events": [], "total": 0}
+    assert len((await call(client, "get_history", limit=2))["events"]) == 2
+
+
+async def test_history_survives_a_restart_and_is_shared_by_two_stores(tmp_path: Path) -> None:
+    async with Client(build_app(settings_for(tmp_path)).server) as first:
+        await seed(first)
+        other = services_for_folder(tmp_path, shard_lines=3)
+        other.graph.delete_entities(["Bob"])  # a second store on the same files
+        events = (await call(first, "get_history", name="Bob"))["events"]
+        assert [e["op"] for e in events] == [
+            "delete_entities",
+            "delete_entities",
+            "create_relations",
+            "create_entities",
+        ]
+    async with Client(build_app(settings_for(tmp_path)).server) as again:
+        assert (await call(again, "restore_entity", name="Bob"))["relations"] == [
+            {"from": "Bob", "to": "Alice", "relationType": "knows"}
+        ]
+        assert (await call(again, "get_history", name="Bob", limit=1))["events"][0]["op"] == "restore_entity"
+    assert other.history.get_history("Bob", limit=1).events[0].op == "restore_entity"
+
+
+async def test_graph_files_keep_the_official_format(client: Client, tmp_path: Path) -> None:
+    await call(client, "rename_entity", name="Bob", newName="Robert")
+    for line in (tmp_path / "memory.json").read_text(encoding="utf-8").splitlines():
+        assert json.loads(line)["type"] in ("entity", "relation")
+    events = [json.loads(line) for line in (tmp_path / "history.json").read_text(encoding="utf-8").splitlines()]
+    assert {e["type"] for e in events} == {"event"}
+
+
+async def test_prompts_point_at_the_edit_tools(client: Client) -> None:
+    personal = (await client.get_prompt("personalization", {})).messages[0].content.text
+    assert "update_observations" in personal and "merge_entities" in personal and "restore_entity" in personal
+    workflow = (await client.get_prompt("lesson-workflow", {})).messages[0].content.text
+    assert "update, don't delete and recreate" in workflow
+
+
+async def test_find_duplicates_reports_look_alikes_with_a_reason(client: Client, tmp_path: Path) -> None:
+    entities = [
+        {"name": "J. Smith", "entityType": "person", "observations": []},
+        {"name": "John Smith", "entityType": "person", "observations": []},
+        {"name": "Café Zoë", "entityType": "place", "observations": []},
+        {"name": "cafe zoe", "entityType": "place", "observations": []},
+        {"name": "Anvils", "entityType": "product", "observations": []},
+        {"name": "anvil", "entityType": "product", "observations": []},
+        {"name": "J. Smithers", "entityType": "person", "observations": []},
+    ]
+    await call(client, "create_entities", entities=entities)
+    before = files(tmp_path)
+    found = (await call(client, "find_duplicates"))["duplicates"]
+    pairs = {tuple(d["names"]) for d in found}
+    assert pairs == {("J. Smith", "John Smith"), ("Café Zoë", "cafe zoe"), ("Anvils", "anvil")}
+    assert all(d["reason"] for d in found)
+    assert len((await call(client, "find_duplicates", limit=1))["duplicates"]) == 1
+    assert files(tmp_path) == before
