@@ -289,6 +289,10 @@ class LessonMatch(BaseModel):
     name: str
     score: float = Field(description="How well the error matches, 0..1")
     successStatistic: float = Field(description="Shrunk, recency-weighted success rate used for ranking, 0..1")
+    confidence: float = Field(
+        description="Estimated probability that this lesson is the right one (score, margin over the others, "
+        "store size; fitted on real errors), 0..1"
+    )
     lesson: Lesson
 
 
@@ -302,6 +306,7 @@ class Recommendation(BaseModel):
     score: float = Field(description="relevance x (0.7 + 0.3 x successStatistic)")
     relevance: float = Field(description="How well the lesson matches the context, 0..1")
     successStatistic: float
+    confidence: float = Field(description="Estimated probability that this lesson is the right one, 0..1")
     matchedLine: str = Field(description="The line of the context that matched best")
     lesson: Lesson
 

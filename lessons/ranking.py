@@ -16,6 +16,14 @@ find_similar_errors the query's share also counts the unquoted words no lesson h
 rarity), so an error no lesson covers scores low. Without a type (recommendations from a raw log) the other
 weights are scaled up to sum to 1.
 
+**Long text.** The fuzzy terms cost more than linear time in the lengths compared (partial_ratio of two
+4,000-character shapes takes seconds: about the shorter's length squared times the longer's), so they see bounded
+views: ratio compares the first FUZZY_CHARS characters of each sorted shape, partial_ratio aligns at most
+FUZZY_NEEDLE characters of the shorter shape within at most FUZZY_CHARS (and FUZZY_AREA / needle) of the longer.
+A cut score is scaled by the share of the text it compared, so a cut lowers a score rather than raising it. The
+evidence terms always see all the text. No pair of dev-corpus shapes is cut: lesson shapes are at most 425
+characters, query and log-line shapes at most 231.
+
 **Success statistic** (0..1): the lesson's recency-weighted success share shrunk towards 1/2 by a Beta(2, 2)
 prior: (s + 2) / (n + 4), where s and n are successes and attempts with every older outcome weighted by 0.98
 per newer one. A new lesson sits at 0.5, a lucky 1-for-1 at 0.6, a proven 95-for-100 near 0.9.
@@ -32,7 +40,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from itertools import takewhile
+from itertools import chain, islice, takewhile
 from typing import Any, TypeVar
 
 from rapidfuzz import fuzz, process
@@ -46,13 +54,38 @@ RECENCY_DECAY = 0.98
 SUCCESS_WEIGHT = 0.3
 
 W_SORT, W_PARTIAL, W_LESSON_COVERAGE, W_QUERY_COVERAGE, W_TYPE = 0.35, 0.15, 0.10, 0.25, 0.15
+# Score floors: every right answer in the confidence model's fitting data scored above them (0.457 and 0.402), and
+# the model is not trusted below the scores it was fitted on.
 FIND_THRESHOLD = 0.42
 RECOMMEND_THRESHOLD = 0.36
+# Confidence that a match is right: a logistic model of (score, margin over the best other lesson, ln store size),
+# fitted by bench/lessons_fit_confidence.py on errors-dev positives (26 and 1,011 lessons) and on real errors
+# harvested on this machine (bench/data/harvested-negatives.json). A fixed score cut-off let unrelated errors
+# through in a large store and cut right matches to differently worded lessons; the margin and the store size
+# tell those apart. The cut is the lowest confidence any right fitting answer had, so no fitted positive is lost.
+FIND_CONFIDENCE = (2.834, 7.583, -0.169, -2.259)  # weights of score, margin, ln size; intercept
+RECOMMEND_CONFIDENCE = (3.674, 6.641, -0.212, -2.502)
+FIND_MIN_CONFIDENCE = 0.11
+RECOMMEND_MIN_CONFIDENCE = 0.10
 UNKNOWN_WORD_WEIGHT = 0.5  # of a unique word's rarity, for a query word no lesson has
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
 CANDIDATES = 48
 MAX_ERROR_LINES = 60
 TAIL_LINES = 10
+# error_windows reads at most this many of a log's last error lines, and stops once it has shaped this much text:
+# a log of 100,000 error lines that are all alike would otherwise be shaped line by line without ever finding
+# MAX_ERROR_LINES different ones.
+MAX_HIT_LINES = 2_000
+MAX_SHAPED_CHARS = 262_144
+MAX_LINE_CHARS = 4_096
+# Bounds of the fuzzy terms' views (see the module docstring). A 3 KB traceback given as the message is still
+# aligned whole against a lesson; the dearest alignment left costs a few milliseconds.
+FUZZY_CHARS = 4_096
+FUZZY_NEEDLE = 512
+FUZZY_AREA = 1 << 20  # needle x haystack characters
+MAX_KEYS = 3  # observations used as extra match keys, and the characters read of each
+MAX_KEY_CHARS = 600
+KEY_DISCOUNT = 1.0  # an observation's wording counts as much as the message's (measured: 1.0 beat 0.9 on authored-A)
 
 # Lines that announce an error (a generous net; the scoring decides).
 ERROR_HINT = re.compile(
@@ -108,6 +141,21 @@ def best_first(items: list[T], order: Callable[[T], Any], score_of: Callable[[T]
     return [item for item in ranked if score_of(item) >= floor][:limit]
 
 
+def confidence(weights: tuple[float, float, float, float], score: float, margin: float, size: int) -> float:
+    """The fitted probability that a match with this score and margin, in a store of `size` lessons, is right."""
+    z = weights[3] + weights[0] * score + weights[1] * margin + weights[2] * math.log(max(size, 1))
+    return 1 / (1 + math.exp(-z))
+
+
+def margins(scores: list[float]) -> list[float]:
+    """Each score's margin over the best other one (the best's over the runner-up; the others' negative)."""
+    if not scores:
+        return []
+    top = max(scores)
+    runner_up = sorted(scores, reverse=True)[1] if len(scores) > 1 else 0.0
+    return [score - (runner_up if score == top else top) for score in scores]
+
+
 def combined_score(relevance: float, statistic: float) -> float:
     return relevance * (1 - SUCCESS_WEIGHT + SUCCESS_WEIGHT * statistic)
 
@@ -120,6 +168,9 @@ class IndexedLesson:
     sorted_shape: str  # the shape's words sorted: ratio() of two of these is token_sort_ratio, without re-sorting
     message_evidence: frozenset[str]
     all_evidence: frozenset[str]
+    # More match keys: the shapes of the lesson's observations. An assistant often writes a summary as the
+    # message and the real error wording in an observation; the partial alignment takes the best key.
+    other_shapes: tuple[str, ...] = ()
 
 
 def lesson_text(record: dict[str, Any]) -> str:
@@ -150,18 +201,46 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
     # talks about (a builtin, a reserved word, an option) is what the lesson is about, and stays evidence.
     explained = evidence_words(explanation_text(record))
     incidental = {w for w in quoted_words(message) if w not in explained}
+    message_shape = shape(message)
     return IndexedLesson(
         name=record["name"],
         type=type_key(str(pattern.get("type") or "")),
-        shape=shape(message),
-        sorted_shape=sort_words(shape(message)),
+        shape=message_shape,
+        sorted_shape=sort_words(message_shape),
         message_evidence=evidence_words(message) - incidental,
         all_evidence=evidence_words(lesson_text(record)),
+        other_shapes=tuple(
+            shape(str(text)[:MAX_KEY_CHARS]) for text in islice(record.get("observations") or [], MAX_KEYS)
+        ),
     )
+
+
+def _indexed_fields(record: dict[str, Any]) -> tuple[Any, ...]:
+    """What index_record reads of a record besides its name."""
+    return record.get("errorPattern"), record.get("observations"), record.get("verificationSteps")
 
 
 def sort_words(text: str) -> str:
     return " ".join(sorted(text.split()))
+
+
+def shape_ratio(first: str, second: str) -> float:
+    """fuzz.ratio (0..100) of two (sorted) shapes; past FUZZY_CHARS, of their first FUZZY_CHARS characters."""
+    if len(first) <= FUZZY_CHARS and len(second) <= FUZZY_CHARS:
+        return fuzz.ratio(first, second)
+    # ratio is 2 x common / (total length): the common part of the views, over the lengths of the whole shapes.
+    first_view, second_view = first[:FUZZY_CHARS], second[:FUZZY_CHARS]
+    return fuzz.ratio(first_view, second_view) * (len(first_view) + len(second_view)) / (len(first) + len(second))
+
+
+def shape_partial_ratio(first: str, second: str) -> float:
+    """fuzz.partial_ratio (0..100) of two shapes: the shorter aligned within the longer, in bounded views."""
+    short, long = sorted((first, second), key=len)
+    if not short or (len(short) <= FUZZY_NEEDLE and len(long) <= min(FUZZY_CHARS, FUZZY_AREA // len(short))):
+        return fuzz.partial_ratio(first, second)
+    needle = short[:FUZZY_NEEDLE]
+    haystack = long[: min(FUZZY_CHARS, FUZZY_AREA // len(needle))]
+    return fuzz.partial_ratio(needle, haystack) * len(needle) / len(short)
 
 
 @dataclass
@@ -180,8 +259,14 @@ class Query:
         self.sorted_shape = sort_words(self.shape)
 
 
-def query_of(text: str) -> Query:
-    return Query(shape=shape(text), evidence=evidence_words(text), text=text, quoted=quoted_words(text))
+def query_of(text: str, text_shape: str | None = None) -> Query:
+    """The query for a text (`text_shape`: its shape, when already known)."""
+    return Query(
+        shape=shape(text) if text_shape is None else text_shape,
+        evidence=evidence_words(text),
+        text=text,
+        quoted=quoted_words(text),
+    )
 
 
 class LessonIndex:
@@ -195,12 +280,22 @@ class LessonIndex:
         # Rarity changes whenever a lesson comes or goes; between changes it is computed once per word.
         self._idf: dict[str, float] = {}
         self._message_mass: dict[str, float] = {}
+        self._prepared: dict[str, tuple[tuple[Any, ...], IndexedLesson]] = {}
+
+    def prepare_record(self, record: dict[str, Any]) -> None:
+        """Index a record ahead of its commit, outside the store's lock: put() takes the result when the record
+        that arrives says the same. Safe from any thread (one dict item is set)."""
+        self._prepared[record["name"]] = (_indexed_fields(record), index_record(record))
+
+    def forget_prepared(self, name: str) -> None:
+        self._prepared.pop(name, None)
 
     def put(self, record: dict[str, Any]) -> None:
         self.remove(record["name"])
-        indexed = index_record(record)
+        prepared = self._prepared.get(record["name"])
+        indexed = prepared[1] if prepared and prepared[0] == _indexed_fields(record) else index_record(record)
         self.lessons[indexed.name] = indexed
-        self._sorted_shapes[indexed.name] = indexed.sorted_shape
+        self._sorted_shapes[indexed.name] = indexed.sorted_shape[:FUZZY_CHARS]
         self._idf.clear()
         self._message_mass.clear()
         for word in indexed.all_evidence:
@@ -252,7 +347,7 @@ class LessonIndex:
                         weights[name] = weights.get(name, 0.0) + weight
             if fuzzy:
                 for _, _, name in process.extract(
-                    query.sorted_shape, self._sorted_shapes, scorer=fuzz.ratio, limit=CANDIDATES // 2
+                    query.sorted_shape[:FUZZY_CHARS], self._sorted_shapes, scorer=fuzz.ratio, limit=CANDIDATES // 2
                 ):
                     picked.add(name)
         picked.update(heapq.nlargest(CANDIDATES, weights, key=weights.__getitem__))
@@ -283,7 +378,7 @@ class LessonIndex:
         if query.known is None:
             self.prepare(query)
         assert query.known is not None
-        sorted_ratio = fuzz.ratio(query.sorted_shape, lesson.sorted_shape) / 100
+        sorted_ratio = shape_ratio(query.sorted_shape, lesson.sorted_shape) / 100
         short, long = sorted((len(query.shape), len(lesson.shape)))
         damping = 0.4 + 0.6 * math.sqrt(short / long) if short > 8 else 1.0
         lesson_coverage = self.message_coverage(query, lesson)
@@ -295,15 +390,22 @@ class LessonIndex:
     def _partial(self, query: Query, lesson: IndexedLesson, cap: float, sorted_ratio: float) -> float:
         if min(len(query.shape), len(lesson.shape)) <= 8:
             return W_PARTIAL * sorted_ratio  # too short for a meaningful partial alignment
-        return cap * fuzz.partial_ratio(query.shape, lesson.shape) / 100
+        best = shape_partial_ratio(query.shape, lesson.shape)
+        for key in lesson.other_shapes:
+            if len(key) > 8 and best < 100:
+                best = max(best, KEY_DISCOUNT * shape_partial_ratio(query.shape, key))
+        return cap * best / 100
 
     def match(self, query: Query, lesson: IndexedLesson, query_type: str = "") -> float:
         """The match score; `query_type` is the caller's error type as a `type_key`, "" when unknown."""
         base, cap, sorted_ratio = self._partial_free(query, lesson)
         score = base + self._partial(query, lesson, cap, sorted_ratio)
-        if query_type:
-            return score + W_TYPE * same_type(query_type, lesson.type)
-        return score / (1 - W_TYPE)
+        untyped = score / (1 - W_TYPE)
+        # The type is a soft prior: a caller's own wording of it ("db" for "database") must not score worse than
+        # giving none, so a differing type falls back to the untyped score; an equal one adds a little on top.
+        if query_type and same_type(query_type, lesson.type):
+            return max(untyped, score + W_TYPE)
+        return untyped
 
     def best_match(self, queries: list[Query], lesson: IndexedLesson) -> tuple[float, Query | None]:
         """The best-matching query (no type) for a lesson; skips the costly partial alignment where it
@@ -319,26 +421,42 @@ class LessonIndex:
         return best / (1 - W_TYPE), winner
 
 
-def error_lines(log: str) -> list[str]:
-    """The lines of a log worth matching: error lines (with the one or two after them), deduplicated by shape."""
-    lines = [line.strip() for line in strip_ansi(log).split("\n")]
+def error_windows(log: str) -> list[tuple[str, str]]:
+    """The lines of a log worth matching, each with its shape: error lines (with the one or two after them),
+    deduplicated by shape."""
+    # Past MAX_LINE_CHARS a line is data (a minified bundle, a JSON dump, a long command line): its start holds
+    # the message if there is one.
+    lines = [line.strip()[:MAX_LINE_CHARS].rstrip() for line in strip_ansi(log).split("\n")]
     lines = [line for line in lines if line]
     plain = [i for i, line in enumerate(lines) if not WRAPPER.search(line)]
-    hits = [i for i in plain if ERROR_HINT.search(lines[i])]
-    if not hits:
-        hits = plain[-TAIL_LINES:]  # no line names an error: the last lines are the likeliest
-    picked: list[str] = []
+    # The last errors in a log are usually the ones that matter: error lines are looked for from the end, and only
+    # as far back as needed.
+    found = (i for i in reversed(plain) if ERROR_HINT.search(lines[i]))
+    first = next(found, None)
+    # When no line names an error, the last lines are the likeliest.
+    hits: Iterable[int] = reversed(plain[-TAIL_LINES:]) if first is None else chain([first], found)
+    picked: list[tuple[str, str]] = []
     seen: set[str] = set()
-    # The last errors in a log are usually the ones that matter; keep those when there are too many.
-    for i in reversed(hits):
+    windows: set[str] = set()  # a window met again has the same shape: not shaped twice
+    shaped = 0
+    for i in islice(hits, MAX_HIT_LINES):
         following = list(takewhile(lambda line: not WRAPPER.search(line), lines[i + 1 : i + 3]))
         for size in range(len(following) + 1):
             window = " ".join([lines[i], *following[:size]])
+            if window in windows:
+                continue
+            windows.add(window)
             key = shape(window)
+            shaped += len(window)
             if key not in seen:
                 seen.add(key)
-                picked.append(window)
-        if len(picked) >= MAX_ERROR_LINES:
+                picked.append((window, key))
+        if len(picked) >= MAX_ERROR_LINES or shaped >= MAX_SHAPED_CHARS:
             break
     picked.reverse()
     return picked
+
+
+def error_lines(log: str) -> list[str]:
+    """The lines of a log worth matching (see error_windows)."""
+    return [window for window, _ in error_windows(log)]

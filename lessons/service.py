@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from rapidfuzz import fuzz, process
-
 from lessons.model import (
     ErrorQuery,
     Lesson,
@@ -30,14 +28,20 @@ from lessons.model import (
     utc_now,
 )
 from lessons.ranking import (
+    FIND_CONFIDENCE,
+    FIND_MIN_CONFIDENCE,
     FIND_THRESHOLD,
     RECENCY_DECAY,
+    RECOMMEND_CONFIDENCE,
+    RECOMMEND_MIN_CONFIDENCE,
     RECOMMEND_THRESHOLD,
     LessonIndex,
     Query,
     best_first,
     combined_score,
-    error_lines,
+    confidence,
+    error_windows,
+    margins,
     query_of,
     success_statistic,
     type_key,
@@ -45,9 +49,11 @@ from lessons.ranking import (
 from lessons.signature import evidence_words
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
 from memory_graph.graph import LESSONS, ImportSummary
+from memory_graph.search import closest_name
 from memory_graph.storage import Key, Store, merge_records
 
 MAX_CONTEXT_CHARS = 1_048_576
+SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
 LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
 
@@ -87,22 +93,35 @@ class LessonService:
                 self.records[record["name"]] = record
                 self.index.put(record)
 
-    def _lesson_record(self, name: str) -> dict[str, Any]:
-        record = self.records.get(name)
-        if record is not None:
-            return record
-        other = self.names.entity_type(name)
+    def _unknown_lesson(self, name: str, other: str | None) -> NotFoundError:
+        """Why `name` is no lesson, with a "did you mean": call it outside the store's lock (it reads a copy of
+        the names), as the fuzzy match over every lesson name is the slow part."""
         if other is not None:
-            raise NotFoundError(
+            return NotFoundError(
                 f'"{name}" is an entity of type "{other}", not a lesson; lessons are made with create_lesson'
             )
-        names = list(self.index.lessons)
-        best = process.extractOne(name, names, scorer=fuzz.WRatio, score_cutoff=80) if names else None
-        hint = f' Did you mean "{best[0]}"?' if best else " find_similar_errors finds lessons by their error."
-        raise NotFoundError(f'No lesson named "{name}".{hint}')
+        best = closest_name(name, list(self.index.lessons), SUGGEST_CUTOFF)
+        hint = f' Did you mean "{best}"?' if best else " find_similar_errors finds lessons by their error."
+        return NotFoundError(f'No lesson named "{name}".{hint}')
 
     # -- writes ------------------------------------------------------------------------------------------
     def create_lesson(self, lesson: LessonInput) -> Lesson:
+        observations = list(dict.fromkeys(lesson.observations))
+        pattern = lesson.errorPattern.model_dump(exclude_none=True)
+        steps = [step.model_dump() for step in lesson.verificationSteps]
+        # Reading the error text costs time linear in it (a 1 MB message, a large part of a second): done here,
+        # before the lock, rather than when the committed record reaches the index under it.
+        self.index.prepare_record(
+            {"name": lesson.name, "observations": observations, "errorPattern": pattern, "verificationSteps": steps}
+        )
+        try:
+            return self._create(lesson, observations, pattern, steps)
+        finally:
+            self.index.forget_prepared(lesson.name)
+
+    def _create(
+        self, lesson: LessonInput, observations: list[str], pattern: dict[str, Any], steps: list[dict[str, Any]]
+    ) -> Lesson:
         with self.store.transaction() as tx:
             existing = self.names.entity_type(lesson.name)
             if existing is not None:
@@ -126,9 +145,9 @@ class LessonService:
                 "type": "entity",
                 "name": lesson.name,
                 "entityType": "lesson",
-                "observations": list(dict.fromkeys(lesson.observations)),
-                "errorPattern": lesson.errorPattern.model_dump(exclude_none=True),
-                "verificationSteps": [step.model_dump() for step in lesson.verificationSteps],
+                "observations": observations,
+                "errorPattern": pattern,
+                "verificationSteps": steps,
                 "metadata": {
                     "severity": given.severity,
                     "environment": given.environment.model_dump(exclude_none=True),
@@ -147,28 +166,36 @@ class LessonService:
 
     def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:
         with self.store.transaction() as tx:
-            record = self._lesson_record(report.lessonName)
-            meta = complete_metadata(record)
-            meta["frequency"] += 1
-            meta["successCount"] += int(report.success)
-            meta["successRate"] = meta["successCount"] / meta["frequency"]
-            meta["recentSuccesses"] = meta["recentSuccesses"] * RECENCY_DECAY + int(report.success)
-            meta["recentAttempts"] = meta["recentAttempts"] * RECENCY_DECAY + 1
-            meta["updatedAt"] = utc_now()
-            updated = {**record, "metadata": meta}
-            # The answer is made before the commit: nothing may fail once the attempt is counted.
-            answer = UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
-            tx.upsert(LESSONS, updated)
-        return answer
+            record = self.records.get(report.lessonName)
+            if record is not None:
+                meta = complete_metadata(record)
+                meta["frequency"] += 1
+                meta["successCount"] += int(report.success)
+                meta["successRate"] = meta["successCount"] / meta["frequency"]
+                meta["recentSuccesses"] = meta["recentSuccesses"] * RECENCY_DECAY + int(report.success)
+                meta["recentAttempts"] = meta["recentAttempts"] * RECENCY_DECAY + 1
+                meta["updatedAt"] = utc_now()
+                updated = {**record, "metadata": meta}
+                # The answer is made before the commit: nothing may fail once the attempt is counted.
+                answer = UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
+                tx.upsert(LESSONS, updated)
+                return answer
+            other = self.names.entity_type(report.lessonName)
+        # Nothing was changed; the "did you mean" is looked for with the lock released.
+        raise self._unknown_lesson(report.lessonName, other)
 
     # -- reads -------------------------------------------------------------------------------------------
     def find_similar_errors(self, pattern: ErrorQuery, limit: int = 5) -> SimilarErrors:
+        # The text is read before the store is held: that part depends on no lesson, and costs the most.
+        message = query_of(pattern.message)
+        extra = " ".join(filter(None, [pattern.context, pattern.stackTrace or ""]))
+        extra_query = query_of(extra) if extra.strip() else None
         with self.store.reading():
             index = self.index
-            query = index.prepare(query_of(pattern.message), count_unknown=True)
-            extra = " ".join(filter(None, [pattern.context, pattern.stackTrace or ""]))
-            context = index.prepare(query_of(extra)) if extra.strip() else None
+            query = index.prepare(message, count_unknown=True)
+            context = index.prepare(extra_query) if extra_query is not None else None
             scored: list[tuple[float, float, str]] = []
+            size = len(index.lessons)
             kind = type_key(pattern.type)
             for name in index.candidates([query], fuzzy=True):
                 lesson = index.lessons[name]
@@ -176,17 +203,25 @@ class LessonService:
                 if context is not None and context.known_mass:
                     explained = sum(w for word, w in (context.known or {}).items() if word in lesson.all_evidence)
                     score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained / context.known_mass
-                if score >= FIND_THRESHOLD:
-                    scored.append((score, statistic_of(self.records[name]), name))
-            top = best_first(scored, lambda s: (-round(s[0], 4), -s[1], s[2]), lambda s: s[0], limit)
+                scored.append((score, statistic_of(self.records[name]), name))
+            # Abstention by fitted confidence (see ranking.FIND_CONFIDENCE) above the score floor the model was
+            # fitted over (below it the model would extrapolate).
+            sure = [
+                (score, statistic, name, chance)
+                for (score, statistic, name), margin in zip(scored, margins([s[0] for s in scored]), strict=True)
+                if (chance := confidence(FIND_CONFIDENCE, score, margin, size)) >= FIND_MIN_CONFIDENCE
+                and score >= FIND_THRESHOLD
+            ]
+            top = best_first(sure, lambda s: (-round(s[0], 4), -s[1], s[2]), lambda s: s[0], limit)
             matches = [
                 LessonMatch(
                     name=name,
                     score=round(score, 4),
                     successStatistic=round(statistic, 4),
+                    confidence=round(chance, 4),
                     lesson=lesson_of(self.records[name]),
                 )
-                for score, statistic, name in top
+                for score, statistic, name, chance in top
             ]
         return SimilarErrors(matches=matches, signature=query.shape)
 
@@ -198,11 +233,13 @@ class LessonService:
             )
         if not context.strip():
             raise InvalidInputError("context is empty; pass the error output or a description of the problem")
-        lines = error_lines(context)
+        windows = error_windows(context)
+        lines = [window for window, _ in windows]
         log_words = evidence_words(context)
+        line_queries = [query_of(window, window_shape) for window, window_shape in windows]
         with self.store.reading():
             index = self.index
-            queries = [index.prepare(query_of(line)) for line in lines]
+            queries = [index.prepare(query) for query in line_queries]
             log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
             ranked: list[tuple[float, float, float, str, str]] = []
             for name in index.candidates(queries or [log_query], fuzzy=False):
@@ -210,23 +247,36 @@ class LessonService:
                 best, winner = index.best_match(queries, lesson)
                 coverage = index.message_coverage(log_query, lesson)
                 relevance = (1 - LOG_COVERAGE_WEIGHT) * best + LOG_COVERAGE_WEIGHT * coverage
-                if relevance >= RECOMMEND_THRESHOLD:
-                    statistic = statistic_of(self.records[name])
-                    line = winner.text if winner is not None else ""
-                    ranked.append((combined_score(relevance, statistic), relevance, statistic, name, line))
-            top = best_first(ranked, lambda r: (-round(r[0], 4), -r[1], r[3]), lambda r: r[0], limit)
+                statistic = statistic_of(self.records[name])
+                line = winner.text if winner is not None else ""
+                ranked.append((combined_score(relevance, statistic), relevance, statistic, name, line))
+            top = best_first(self._sure(ranked), lambda r: (-round(r[0], 4), -r[1], r[3]), lambda r: r[0], limit)
             results = [
                 Recommendation(
                     name=name,
                     score=round(score, 4),
                     relevance=round(relevance, 4),
                     successStatistic=round(statistic, 4),
+                    confidence=round(chance, 4),
                     matchedLine=line[:500],
                     lesson=lesson_of(self.records[name]),
                 )
-                for score, relevance, statistic, name, line in top
+                for score, relevance, statistic, name, line, chance in top
             ]
         return Recommendations(recommendations=results, errorLines=[line[:300] for line in lines[:20]])
+
+    def _sure(
+        self, ranked: list[tuple[float, float, float, str, str]]
+    ) -> list[tuple[float, float, float, str, str, float]]:
+        """Recommendations confident enough to return, each with its confidence (from its relevance, its margin
+        over the best other relevance, and the store size; see ranking.RECOMMEND_CONFIDENCE)."""
+        size = len(self.index.lessons)
+        sure = []
+        for row, margin in zip(ranked, margins([r[1] for r in ranked]), strict=True):
+            chance = confidence(RECOMMEND_CONFIDENCE, row[1], margin, size)
+            if chance >= RECOMMEND_MIN_CONFIDENCE and row[1] >= RECOMMEND_THRESHOLD:
+                sure.append((*row, chance))
+        return sure
 
     # -- bulk: import and export ---------------------------------------------------------------------------
     def import_lessons(self, records: Sequence[dict[str, Any]], summary: ImportSummary, batch: int = 500) -> None:

@@ -14,31 +14,117 @@ timestamps, quoting styles and colour codes around it. A signature has two parts
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+# Every pattern runs in time linear in the text: a match attempt scans a run of characters only from the run's
+# start, never again from each position inside it. (`\b[a-z][a-z0-9+.-]*://`, tried at every word boundary of a
+# 64 KB run of `a.a.a.` that never reaches a `://`, rescans the rest of the run each time: hours for 1 MB.)
+# The guards below skip only starts whose outcome an earlier start in the same run already had, so what the
+# patterns match is what the plain ones matched. `pre`, where a pattern has it, is text before the match
+# proper that the pattern consumes to get to it, and is put back unchanged.
+CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+ANSI = re.compile(CSI.pattern + r"|\x1b\][^\x07]*\x07")
 UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T _]\d{2}[:_]\d{2}(?:[:_]\d{2}(?:[.,_]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
     r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
 )
-URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>`]+", re.IGNORECASE)
+# A scheme is the run of scheme characters before `://`, from its first letter at a word boundary. The run is
+# entered only at its start; the atomic group takes that first letter and never tries a later one, which would
+# end the run at the same place.
+URL = re.compile(
+    r"(?<![a-z0-9+.-])(?P<pre>(?>[a-z0-9+.-]*?(?=\b[a-z])))[a-z][a-z0-9+.-]*+://[^\s'\"<>`]+", re.IGNORECASE
+)
 ADDRESS = re.compile(
     r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"  # IPv4, with a port
-    r"|(?<![\w:])\[?(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\]?(?::\d+)?"  # IPv6 (::1, :::3000, [::1]:80)
+    # IPv6 (::1, :::3000, [::1]:80): with a "::" or all eight groups, so `name.c:7:43:` stays a file:line:col.
+    r"|(?<![\w:])\[?(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){7}[0-9a-fA-F])(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\]?"
+    r"(?::\d+)?"
 )
 HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{7,40}\b")
+EXTENSIONS = [
+    "py",
+    "pyc",
+    "js",
+    "mjs",
+    "cjs",
+    "ts",
+    "tsx",
+    "jsx",
+    "json",
+    "c",
+    "h",
+    "cc",
+    "cpp",
+    "hpp",
+    "rs",
+    "go",
+    "java",
+    "class",
+    "jar",
+    "rb",
+    "pl",
+    "pm",
+    "php",
+    "cs",
+    "kt",
+    "swift",
+    "sh",
+    "toml",
+    "yaml",
+    "yml",
+    "lock",
+    "cfg",
+    "ini",
+    "txt",
+    "md",
+    "html",
+    "css",
+    "o",
+    "so",
+    "a",
+    "dll",
+    "exe",
+    "log",
+    "cmake",
+    "gradle",
+    "xml",
+    "sql",
+    "csv",
+]
+# Right after a file name matched by the second branch, a `-` continues the same run of name characters (foo.py-x.js
+# holds two file names); a start there is allowed too. Look-behinds must have a fixed width: one per length.
+_AFTER_FILE_NAME = "|".join(
+    rf"(?<=\.(?:{'|'.join(e for e in EXTENSIONS if len(e) == size)}))" for size in sorted({len(e) for e in EXTENSIONS})
+)
 # A path: something with a slash or backslash between name characters, or a bare file name with an extension.
+# The first branch starts where a run of name characters starts, outside such a run (at `~` or a slash), at a drive
+# letter or at a `.~/` prefix. The second starts where a run of name-or-dash characters starts (the dashes leading
+# it, before the word boundary, are its `pre`) or right after a file name it matched.
 PATH = re.compile(
-    r"(?:[A-Za-z]:)?(?:[~.]{0,2}[\\/])?(?:[\w.@+-]+[\\/])+[\w.@+-]*"
-    r"|\b[\w-]+\.(?:py|pyc|js|mjs|cjs|ts|tsx|jsx|json|c|h|cc|cpp|hpp|rs|go|java|class|jar|rb|pl|pm|php|cs|kt|"
-    r"swift|sh|toml|ya?ml|lock|cfg|ini|txt|md|html|css|o|so|a|dll|exe|log|cmake|gradle|xml|sql|csv)\b"
+    r"(?:(?<![\w.@+-])|(?![\w.@+-])|(?=[A-Za-z]:|\.~[\\/]))"
+    r"(?:[A-Za-z]:)?(?:[~.]{0,2}[\\/])?(?:[\w.@+-]++[\\/])+[\w.@+-]*+"
+    rf"|(?:(?<![\w-])(?P<pre>-*+)|(?=-)(?:{_AFTER_FILE_NAME}))"
+    rf"\b[\w-]++\.(?:{'|'.join(EXTENSIONS)})\b"
 )
 POSITION = re.compile(r"(?<=\S):\d+(?::\d+)?\b")
-QUOTED = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`|‘([^’\n]{1,80})’|“([^”\n]{1,80})”")
+# Possessive: the run stops at the closing quote, a newline or 80 characters, and a shorter run cannot end at a
+# closing quote either; giving characters back would only double the cost of every unclosed quote.
+QUOTED = re.compile(r"'([^'\n]{1,80}+)'|\"([^\"\n]{1,80}+)\"|`([^`\n]{1,80}+)`|‘([^’\n]{1,80}+)’|“([^”\n]{1,80}+)”")
 NUMBER = re.compile(r"(?<![A-Za-z])[-+]?\d+(?:\.\d+)*")
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[A-Za-z]+\d+[A-Za-z0-9]*")
 SPACE = re.compile(r"\s+")
+# Text that every match of a pattern contains one of: a text with none of them is not searched (a fast `in`
+# instead of a failed try at every position).
+_NEEDED: dict[re.Pattern[str], tuple[str, ...]] = {
+    UUID: ("-",),
+    TIMESTAMP: ("-", ":"),
+    URL: ("://",),
+    ADDRESS: (".", ":"),
+    POSITION: (":",),
+    PATH: ("/", "\\", "."),
+}
 
 # Words so common in error output that they say nothing about which error it is.
 NOISE_WORDS = frozenset(
@@ -106,7 +192,34 @@ class Signature:
 
 
 def strip_ansi(text: str) -> str:
-    return ANSI.sub("", text)
+    if "\x1b" not in text:
+        return text
+    # An OSC sequence (ESC ]) ends at a BEL: past the last BEL none can match, and trying there would scan the
+    # rest of the text from every ESC ]. Only CSI sequences are looked for in that part.
+    end = text.rfind("\x07") + 1
+    return ANSI.sub("", text[:end]) + CSI.sub("", text[end:])
+
+
+def _replace(pattern: re.Pattern[str], text: str, placeholder: str | Callable[[str], str]) -> str:
+    """`pattern.sub` with a placeholder (or a function of the text matched), putting back the `pre` text a pattern
+    consumes on the way to its match (see URL, PATH)."""
+    if not any(needle in text for needle in _NEEDED.get(pattern, ("",))):
+        return text
+    keep = "pre" in pattern.groupindex
+    if isinstance(placeholder, str):
+        # A template, expanded without a Python call per match; an unmatched group expands to nothing.
+        return pattern.sub(("\\g<pre>" if keep else "") + placeholder.replace("\\", "\\\\"), text)
+
+    def replacement(match: re.Match[str]) -> str:
+        pre = (match.group("pre") or "") if keep else ""
+        return pre + placeholder(match.group(0)[len(pre) :])
+
+    return pattern.sub(replacement, text)
+
+
+def _file_name(path: str) -> str:
+    # A path's folders are where it happened to run; its file name (Makefile, package.json) may matter.
+    return " " + re.split(r"[\\/]", path.rstrip("\\/"))[-1] + " "
 
 
 def _quoted_inner(match: re.Match[str]) -> str:
@@ -137,9 +250,9 @@ def _generalize_quote(match: re.Match[str]) -> str:
 def evidence_words(text: str) -> frozenset[str]:
     """Lower-cased words of the text (dotted names also split into their parts), minus noise words."""
     text = strip_ansi(text)
-    text = HEX.sub(" ", ADDRESS.sub(" ", URL.sub(" ", UUID.sub(" ", TIMESTAMP.sub(" ", text)))))
-    # A path's folders are where it happened to run; its file name (Makefile, package.json) may matter.
-    text = PATH.sub(lambda m: " " + re.split(r"[\\/]", m.group(0).rstrip("\\/"))[-1] + " ", text)
+    for pattern in (TIMESTAMP, UUID, URL, ADDRESS, HEX):
+        text = _replace(pattern, text, " ")
+    text = _replace(PATH, text, _file_name)
     words: set[str] = set()
     for word in [*WORD.findall(text), *_quoted_words(text)]:
         lowered = word.lower()
@@ -153,13 +266,13 @@ def evidence_words(text: str) -> frozenset[str]:
 def shape(text: str) -> str:
     """The text with its variable parts replaced by placeholders, lower-cased, white space folded."""
     text = strip_ansi(text)
-    text = UUID.sub(" <uuid> ", text)
-    text = TIMESTAMP.sub(" <time> ", text)
-    text = URL.sub(" <url> ", text)
-    text = ADDRESS.sub(" <addr> ", text)
-    text = POSITION.sub(" <pos> ", text)
+    text = _replace(UUID, text, " <uuid> ")
+    text = _replace(TIMESTAMP, text, " <time> ")
+    text = _replace(URL, text, " <url> ")
+    text = _replace(ADDRESS, text, " <addr> ")
+    text = _replace(POSITION, text, " <pos> ")
     text = QUOTED.sub(_generalize_quote, text)
-    text = PATH.sub(" <path> ", text)
+    text = _replace(PATH, text, " <path> ")
     text = HEX.sub(" <hex> ", text)
     text = NUMBER.sub(" <n> ", text)
     return SPACE.sub(" ", text).strip().lower()

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,76 @@ def test_dev_set_bars_over_stdio_with_the_shared_evaluator(corpus: dict, tmp_pat
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+# -- issue 8: the extended evaluation data (../shared/data/lessons) ------------------------------------------
+LESSONS_DATA = ROOT.parent / "shared" / "data" / "lessons"
+# (case, lesson files, query file, accepted suffix, (find top-1, rec top-1) floors, issue-8 bar). The floors are the
+# figures measured when the confidence model landed (docs/benchmarks.md), a little rounded down: they guard against
+# regressions. The bars are not all met yet; a floor is raised as the figure improves.
+EXTENDED = [
+    ("distractors", ["errors-dev.json", "distractors-dev.json"], "errors-dev.json", None, (0.94, 0.87), (0.97, 0.95)),
+    (
+        "authored",
+        ["errors-dev-authored.json", "distractors-dev.json"],
+        "errors-dev-authored.json",
+        "__B",
+        (0.86, 0.84),
+        (0.92, 0.92),
+    ),
+    (
+        "authored-A",
+        ["errors-dev-authored-A.json", "distractors-dev.json"],
+        "errors-dev-authored-A.json",
+        None,
+        (0.29, 0.26),
+        (0.80, 0.80),
+    ),
+    ("querytypes", ["errors-dev-querytypes.json"], "errors-dev-querytypes.json", None, (0.94, 0.98), (0.98, 0.98)),
+]
+
+
+def data_file(name: str) -> Path:
+    path = CORPUS if name == "errors-dev.json" else LESSONS_DATA / name
+    needed(path.exists(), f"evaluation data is not at {path}")
+    return path
+
+
+def top1_rates(lesson_files: list[str], query_file: str, suffix: str | None) -> tuple[float, float, float, float]:
+    """(find top-1, rec top-1, find answered, rec answered) in process; answered = any result at all."""
+    from lessons.model import ErrorQuery, LessonInput
+    from memory_graph.app import services_for_folder
+
+    lessons = [lesson for name in lesson_files for lesson in json.loads(data_file(name).read_text())["lessons"]]
+    queries = json.loads(data_file(query_file).read_text())["queries"]
+    hits = [0, 0, 0, 0]
+    with tempfile.TemporaryDirectory() as folder:
+        service = services_for_folder(Path(folder)).lessons
+        for lesson in lessons:
+            service.create_lesson(LessonInput.model_validate(lesson))
+        for query in queries:
+            accepted = {query["expected"], f"{query['expected']}{suffix or ''}"} - {None}
+            found = [
+                m.name for m in service.find_similar_errors(ErrorQuery.model_validate(query["errorPattern"])).matches
+            ]
+            recs = [r.name for r in service.get_lesson_recommendations(query["log"]).recommendations]
+            for i, names in enumerate((found, recs)):
+                hits[i] += bool(names) and names[0] in accepted
+                hits[i + 2] += bool(names)
+    return tuple(h / len(queries) for h in hits)  # type: ignore[return-value]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", EXTENDED, ids=[c[0] for c in EXTENDED])
+def test_extended_sets_hold_their_measured_floors(case: tuple) -> None:
+    _, lesson_files, query_file, suffix, (find_floor, rec_floor), _bar = case
+    find, rec, _, _ = top1_rates(lesson_files, query_file, suffix)
+    assert find >= find_floor and rec >= rec_floor, (find, rec)
+
+
+@pytest.mark.slow
+def test_uncovered_errors_are_answered_less_often_than_measured() -> None:
+    """negatives-dev.json against the dev lessons and distractors: issue-8 bar <= 0.10 for both tools (not met;
+    measured 0.84 / 0.74 when the confidence model landed, down from 0.88 / 0.96)."""
+    _, _, find, rec = top1_rates(["errors-dev.json", "distractors-dev.json"], "negatives-dev.json", None)
+    assert find <= 0.85 and rec <= 0.77, (find, rec)

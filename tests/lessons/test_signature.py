@@ -49,3 +49,11 @@ def test_evidence_keeps_rare_words_and_file_names_but_not_folders() -> None:
     assert {"e0382", "borrow", "moved", "items", "main.rs"} <= words
     assert not {"home", "erin", "proj", "error"} & words
     assert quoted_words("NameError: name 'print' is not defined") == {"print"}
+
+
+def test_a_compiler_position_is_not_read_as_an_ipv6_address() -> None:
+    # `name.c:7:43:` has the colons of an IPv6 address but neither a "::" nor eight groups.
+    assert "<addr>" not in shape("server.c:7:43: error: expected ';' before 'return'")
+    assert shape("a.c:1:19: error: x") == shape("lib/b.c:22:5: error: x")
+    for address in ("::1", ":::5173", "[::1]:8080", "2001:db8::1", "fe80:0:0:0:0:0:0:1"):
+        assert "<addr>" in shape(f"connect {address} refused"), address
