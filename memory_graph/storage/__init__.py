@@ -1,13 +1,15 @@
 """The sharded, crash-safe JSON Lines store. This is the package's face: nothing outside `storage/` imports
-its modules directly (tests/test_architecture.py checks it).
+its modules directly (tests/test_project.py checks it).
 
 - codec.py: the one line parser and writer; record identity; the merge rule for copies of a record
-- layout.py: the one naming rule for shards and the lock, journal and stamp files
+- layout.py: the one naming rule for shards and the stamp and journal files
+- lock.py: the inter-process lock (flock on the data folder)
 - files.py: atomic replace and the commit journal
-- stamp.py: the generation stamp that tells processes about each other's commits
+- stamp.py: each collection's manifest of shards and generations (how processes tell each other's commits)
 - collection.py: one collection's shards in memory, and reloading what changed on disk
 - placement.py: which shards a change rewrites
 - check.py: check and repair
+- history_log.py: the change events a transaction records, and finishing a commit from them
 - store.py: the store: locking, transactions, commits, check
 - sources.py: reading other memories' files for import
 """

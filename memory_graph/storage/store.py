@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,6 +48,7 @@ from memory_graph.storage.files import (
     recover_journal,
     remove_stray_temps,
 )
+from memory_graph.storage.history_log import change_events, events_first, unfinished_commit
 from memory_graph.storage.layout import ShardNames, bookkeeping_file, file_stat, kind_of, overlap
 from memory_graph.storage.lock import FolderLock, LockTimeout
 from memory_graph.storage.placement import Changes, Plan, plan_changes
@@ -257,33 +258,7 @@ class Store:
 
     def _record_events(self, tx: Transaction) -> None:
         """Add one event per record the transaction really changes (same commit: history and data agree)."""
-        at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        stamp = f"{time.time_ns():020d}-{os.getpid()}"
-        events: list[dict[str, Any]] = []
-        for name, changes in list(tx.changes.items()):
-            if name == HISTORY:
-                continue
-            collection = self.collections[name]
-            final: dict[Key, dict[str, Any] | None] = dict.fromkeys(changes.deletes)
-            final.update((record_key(r), r) for r in changes.upserts)  # placement: deletes first, then upserts
-            for key, after in final.items():
-                before = collection.record(key) if key in collection.locations else None
-                if before == after:
-                    continue
-                event = {
-                    "type": "event",
-                    "id": f"{stamp}-{next(self._event_ids):06d}",
-                    "at": at,
-                    "op": tx.operation,
-                    "actor": tx.actor,
-                    "collection": name,
-                    "key": list(key),
-                    "before": before,
-                    "after": after,
-                }
-                event.update(tx.notes.get(key, {}))
-                events.append(event)
-        for event in events:
+        for event in change_events(tx, self.collections, self._event_ids):
             tx.upsert(HISTORY, event)
 
     def prune_history(self, older_than: datetime) -> int:
@@ -354,29 +329,8 @@ class Store:
                 log.error("unreadable line (kept, never overwritten): %s", problem)
 
     def _roll_forward(self, new_events: list[dict[str, Any]]) -> None:
-        """Finish a commit whose events were written but whose graph shard was not (a crash in between, see
-        `_events_first`): when the newest commit's records all still hold their `before`, write their `after`.
-
-        Only the newest commit can be unfinished: every later commit catches up (and so rolls forward) first.
-        Records that hold neither (edited by hand since) are left alone."""
-        newest = max(new_events, key=lambda e: str(e["id"]))
-        prefix = str(newest["id"]).rsplit("-", 1)[0] + "-"
-        changes: dict[str, Changes] = {}
-        for event in (e for e in new_events if str(e["id"]).startswith(prefix)):
-            collection = self.collections.get(event["collection"])
-            key = tuple(event["key"])
-            if collection is None:
-                return
-            now = collection.record(key) if key in collection.locations else None
-            if now == event["after"]:
-                return  # landed: the commit finished
-            if now != event["before"]:
-                return
-            target = changes.setdefault(collection.name, Changes())
-            if event["after"] is None:
-                target.deletes.append(key)
-            else:
-                target.upserts.append(event["after"])
+        """Finish a commit whose events were written but whose graph shard was not (see history_log.py)."""
+        changes = unfinished_commit(new_events, self.collections)
         if changes and all(os.access(c.names.folder, os.W_OK) for c in self.collections.values()):
             log.warning("finishing a commit interrupted by a crash, from its history events")
             self._commit(changes)
@@ -404,28 +358,14 @@ class Store:
                     writes.append(FileWrite(path, None))
         token = StampFile.new_token()
         manifests = {name: self.collections[name].next_manifest(plan, token) for name, plan in plans.items()}
-        self._write(writes, manifests, redo_log=self._events_first(plans, writes))
+        redo_log = HISTORY in self.collections and events_first(plans, writes, self.collections[HISTORY])
+        self._write(writes, manifests, redo_log=redo_log)
         for name, plan in plans.items():
             collection = self.collections[name]
             collection.apply(plan, token)
             removed = [key for key in changes[name].deletes if key not in collection.locations]
             upserted = [r for r in changes[name].upserts if record_key(r) in collection.locations]
             self._notify(name, Reloaded(removed, upserted))
-
-    def _events_first(self, plans: dict[str, Plan], writes: list[FileWrite]) -> bool:
-        """Whether a commit is the common one, one graph shard plus one history shard, both rewritten; if so,
-        order the history's write first.
-
-        Trigger: such a commit would otherwise need the journal (two files). Why: its events hold every new
-        record in full, so they are a redo log of their own: written durably before the graph shard, a crash in
-        between is rolled forward from them (`_roll_forward`). Outcome: half the fsyncs of a journal commit."""
-        if HISTORY not in plans or len(plans[HISTORY]) != 1 or len(writes) != 2:
-            return False
-        if any(w.content is None for w in writes):
-            return False
-        history = self.collections[HISTORY].names.path(next(iter(plans[HISTORY])))
-        writes.sort(key=lambda w: w.path != history)
-        return True
 
     def _write(self, writes: list[FileWrite], manifests: dict[str, Manifest], redo_log: bool = False) -> None:
         """Renew the stamps (first: see stamp.py), then make the writes happen all or nothing (in order, without
