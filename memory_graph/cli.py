@@ -27,7 +27,6 @@ from memory_graph.graph import ImportSummary
 from memory_graph.storage import atomic_write, files_to_import, read_source
 
 log = logging.getLogger("memory_graph")
-COMMANDS = ("serve", "import", "export", "stats", "check", "repair", "compact")
 
 
 def port_argument(raw: str) -> int:

@@ -180,15 +180,8 @@ def http_server(
     return uvicorn.Server(config)
 
 
-def run_http(
-    app: App,
-    host: str,
-    port: int,
-    *,
-    header_timeout: float = HEADER_TIMEOUT,
-    keep_alive_timeout: int = KEEP_ALIVE_TIMEOUT,
-) -> int:
-    server = http_server(app, host, port, header_timeout=header_timeout, keep_alive_timeout=keep_alive_timeout)
+def run_http(app: App, host: str, port: int) -> int:
+    server = http_server(app, host, port)
     log.warning("memory-graph serving streamable HTTP at http://%s:%d%s", host, port, MCP_PATH)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how this server is stopped
         server.run()
