@@ -50,7 +50,7 @@ from lessons.signature import evidence_words
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
 from memory_graph.graph import LESSONS, ImportSummary
 from memory_graph.search import closest_name
-from memory_graph.storage import Key, Store, merge_records
+from memory_graph.storage import Key, StoreEngine, merge_records
 
 MAX_CONTEXT_CHARS = 1_048_576
 SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
@@ -74,7 +74,7 @@ def statistic_of(record: dict[str, Any]) -> float:
 
 
 class LessonService:
-    def __init__(self, store: Store, names: EntityTypes) -> None:
+    def __init__(self, store: StoreEngine, names: EntityTypes) -> None:
         self.store = store
         self.names = names
         self.records: dict[str, dict[str, Any]] = {}

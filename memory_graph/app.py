@@ -7,21 +7,23 @@ reads configuration. This module imports no protocol package, so admin commands 
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from lessons.model import stored_lesson_problem
 from lessons.service import LessonService
 from memory_graph.config import Settings
+from memory_graph.errors import StorageError
 from memory_graph.graph import LESSONS, MEMORY, GraphService
 from memory_graph.history import HistoryService
-from memory_graph.storage import Store
+from memory_graph.storage import Store, StoreEngine
 
 
 @dataclass
 class Services:
     settings: Settings
-    store: Store
+    store: StoreEngine
     graph: GraphService
     lessons: LessonService
     history: HistoryService
@@ -41,19 +43,50 @@ def open_store(
     )
 
 
+def open_database(url: str, store_name: str = "default") -> StoreEngine:
+    """The store of one memory in PostgreSQL (the `postgres` extra): the same collections as the files."""
+    try:
+        from memory_graph.storage import PostgresStore
+    except ImportError as exc:
+        raise StorageError(
+            f"MEMORY_DATABASE_URL is set but the PostgreSQL driver is not installed ({exc.name} is missing); "
+            "install it with pip install 'memory-graph[postgres]', or unset MEMORY_DATABASE_URL to use the files"
+        ) from exc
+    return PostgresStore(
+        url,
+        [MEMORY, LESSONS],
+        store_name=store_name,
+        record_checks={LESSONS: stored_lesson_problem},
+        actor=f"memory-graph pid {os.getpid()} on {socket.gethostname()}",
+    )
+
+
 def build_services(settings: Settings) -> Services:
-    store = open_store(settings.memory_file, settings.lesson_file, settings.shard_lines, settings.history_file)
+    store: StoreEngine
+    if settings.database_url is not None:
+        store = open_database(settings.database_url, settings.store_name)
+    else:
+        store = open_store(settings.memory_file, settings.lesson_file, settings.shard_lines, settings.history_file)
     graph = GraphService(store, settings.max_response_chars)
     lessons = LessonService(store, graph)
     return Services(settings, store, graph, lessons, HistoryService(store, graph))
 
 
-def services_for_folder(folder: Path, shard_lines: int = 1000, max_response_chars: int = 80_000) -> Services:
-    """Services on `memory.json` and `lesson.json` in a folder, with default settings otherwise (tests, benches)."""
+def services_for_folder(
+    folder: Path,
+    shard_lines: int = 1000,
+    max_response_chars: int = 80_000,
+    database_url: str | None = None,
+    store_name: str = "default",
+) -> Services:
+    """Services on `memory.json` and `lesson.json` in a folder (or on a database's store), with default settings
+    otherwise (tests, benches)."""
     settings = Settings(
         memory_file=folder / "memory.json",
         lesson_file=folder / "lesson.json",
         shard_lines=shard_lines,
         max_response_chars=max_response_chars,
+        database_url=database_url,
+        store_name=store_name,
     )
     return build_services(settings)

@@ -23,6 +23,11 @@ ENVIRONMENT = {
         "`lesson.json` beside the memory file",
         "The lessons' main file (sharded the same way).",
     ),
+    "MEMORY_DATABASE_URL": (
+        "unset (the JSON Lines files)",
+        "`postgresql://user:password@host:5432/dbname`: keep everything in PostgreSQL instead of the files (the "
+        "`postgres` extra). Any number of servers, on any hosts, may share one database.",
+    ),
     "MEMORY_SHARD_LINES": ("`1000`", "Most lines one shard file holds."),
     "MEMORY_HISTORY_DAYS": (
         "`0` (keep all)",
@@ -73,6 +78,20 @@ def port_number(raw: str, name: str) -> int:
     return value
 
 
+def database_url(raw: str) -> str | None:
+    """MEMORY_DATABASE_URL checked for its scheme (what is behind it is checked when the store opens)."""
+    url = raw.strip()
+    if not url:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        shown = url.split("://", 1)[0] + "://..." if "://" in url else "a value without a scheme"
+        raise InvalidInputError(
+            f"MEMORY_DATABASE_URL is {shown}; it must be a PostgreSQL URL such as "
+            "postgresql://user:password@host:5432/dbname (unset it to keep the memory in files)"
+        )
+    return url
+
+
 def default_data_dir(env: Mapping[str, str]) -> Path:
     base = env.get("XDG_DATA_HOME", "").strip()
     root = Path(base) if base else Path.home() / ".local" / "share"
@@ -96,6 +115,8 @@ class Settings:
     port: int = 8000
     log_level: str = "WARNING"
     history_days: int = 0  # 0: keep every change event
+    database_url: str | None = None  # None: the JSON Lines files
+    store_name: str = "default"  # which store of the database (one database may hold several)
 
     @property
     def history_file(self) -> Path:
@@ -140,6 +161,7 @@ class Settings:
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise InvalidInputError(f"MEMORY_LOG_LEVEL={level!r} is not valid; use DEBUG, INFO, WARNING or ERROR")
         return cls(
+            database_url=database_url(env.get("MEMORY_DATABASE_URL", "")),
             memory_file=memory_file,
             lesson_file=lesson_file,
             shard_lines=_int(env, "MEMORY_SHARD_LINES", 1000, 1),

@@ -41,7 +41,7 @@ from memory_graph.model import (
     relation_view,
 )
 from memory_graph.search import SubstringIndex, check_query, closest_name, prepare
-from memory_graph.storage import Key, Store, Transaction, entity_key, merge_records, relation_key
+from memory_graph.storage import Key, StoreEngine, Transaction, entity_key, merge_records, relation_key
 
 MEMORY = "memory"
 LESSONS = "lesson"
@@ -163,7 +163,7 @@ class GraphState:
 
 
 class GraphService:
-    def __init__(self, store: Store, max_response_chars: int) -> None:
+    def __init__(self, store: StoreEngine, max_response_chars: int) -> None:
         self.store = store
         self.state = GraphState()
         self.max_response_chars = max_response_chars

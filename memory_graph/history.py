@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, StrictStr
 
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
 from memory_graph.model import Entity, EntityName, Relation, relation_view
-from memory_graph.storage import HISTORY, Key, Store
+from memory_graph.storage import HISTORY, Key, StoreEngine
 
 if TYPE_CHECKING:
     from memory_graph.graph import GraphService
@@ -119,7 +119,7 @@ def ends(key: Key) -> tuple[str, ...]:
     return ()
 
 
-def replay_history(store: Store) -> dict[str, dict[tuple[str, ...], dict[str, Any]]]:
+def replay_history(store: StoreEngine) -> dict[str, dict[tuple[str, ...], dict[str, Any]]]:
     """The records that replaying every event from empty gives, by collection (the history's own check: it must
     equal what the files hold)."""
     replayed: dict[str, dict[tuple[str, ...], dict[str, Any]]] = {}
@@ -194,7 +194,7 @@ class HistorySpan:
 class HistoryService:
     """get_history and restore_entity, on the store's change events."""
 
-    def __init__(self, store: Store, graph: GraphService) -> None:
+    def __init__(self, store: StoreEngine, graph: GraphService) -> None:
         self.store = store
         self.graph = graph
         self.index = HistoryIndex()

@@ -68,7 +68,7 @@ from memory_graph.model import (
     ObservationDeletion,
     Relation,
 )
-from memory_graph.storage import Store
+from memory_graph.storage import StoreEngine
 from memory_graph.subscriptions import GraphSubscriptions
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class App:
         return self.services.settings
 
     @property
-    def store(self) -> Store:
+    def store(self) -> StoreEngine:
         return self.services.store
 
     @property

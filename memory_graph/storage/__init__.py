@@ -10,9 +10,13 @@ its modules directly (tests/test_project.py checks it).
 - placement.py: which shards a change rewrites
 - check.py: check and repair
 - history_log.py: the change events a transaction records, and finishing a commit from them
-- store.py: the store: locking, transactions, commits, check
+- engine.py: what every engine offers the services (StoreEngine, Transaction, ChangeListener) and their shared rules
+- store.py: the JSON Lines engine: locking, transactions, commits, check
+- postgres.py: the PostgreSQL engine (the `postgres` extra), imported only when MEMORY_DATABASE_URL is set
 - sources.py: reading other memories' files for import
 """
+
+from typing import Any
 
 from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import (
@@ -24,9 +28,10 @@ from memory_graph.storage.codec import (
     record_key,
     relation_key,
 )
+from memory_graph.storage.engine import ChangeListener, StoreEngine, Transaction
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
-from memory_graph.storage.store import ChangeListener, Store, Transaction
+from memory_graph.storage.store import Store
 
 __all__ = [
     "HISTORY",
@@ -36,6 +41,7 @@ __all__ = [
     "RecordCheck",
     "SourceRecord",
     "Store",
+    "StoreEngine",
     "Transaction",
     "atomic_write",
     "entity_key",
@@ -45,3 +51,15 @@ __all__ = [
     "record_key",
     "relation_key",
 ]
+
+POSTGRES_NAMES = ("PostgresStore", "SCHEMA_VERSION", "encode_key")
+
+
+def __getattr__(name: str) -> Any:
+    """The PostgreSQL engine's names, imported at first use: the `postgres` extra (psycopg) may not be installed,
+    and a server on the files never pays for importing it."""
+    if name in POSTGRES_NAMES:
+        from memory_graph.storage import postgres
+
+        return getattr(postgres, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -65,7 +65,7 @@ def record_key(record: dict[str, Any]) -> Key:
 
 def event_check(record: dict[str, Any]) -> str | None:
     """The history collection's record rule: it holds change events and nothing else. Passing this check to the
-    parser is also what lets it accept event lines at all (see `_checked`), so a graph file never does."""
+    parser is also what lets it accept event lines at all (see `checked_record`), so a graph file never does."""
     return None if record["type"] == "event" else "only change events belong in the history"
 
 
@@ -214,7 +214,10 @@ def _parse_all_at_once(lines: list[str]) -> list[Any] | None:
     return items
 
 
-def _checked(item: Any, check: RecordCheck | None, repair_text: bool) -> tuple[dict[str, Any] | None, str]:
+def checked_record(
+    item: Any, check: RecordCheck | None, repair_text: bool = False
+) -> tuple[dict[str, Any] | None, str]:
+    """A stored object made canonical and checked by its collection's rule (one rule for files and tables)."""
     if repair_text:
         item = without_lone_surrogates(item)
     record, why = normalize_record(item, events=check is event_check)
@@ -238,7 +241,7 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
     items = _parse_all_at_once([line for _, line in present])
     if items is not None:
         for item, (number, line) in zip(items, present, strict=True):
-            record, _ = _checked(item, check, repair_text)
+            record, _ = checked_record(item, check, repair_text)
             if record is None:
                 break  # a valid object that is not a record: let the careful path name its line
             parsed.add(record, line, number)
@@ -247,7 +250,7 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
         parsed = ParsedFile()
     for number, line in present:
         try:
-            record, why = _checked(json.loads(line), check, repair_text)
+            record, why = checked_record(json.loads(line), check, repair_text)
         except json.JSONDecodeError as exc:
             record, why = None, f"not valid JSON ({exc.msg} at column {exc.colno})"
         except RecursionError:

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from memory_graph.storage.codec import HISTORY, Key, record_key
+from memory_graph.storage.codec import HISTORY
 from memory_graph.storage.collection import Collection
 from memory_graph.storage.files import FileWrite
 from memory_graph.storage.placement import Changes, Plan
 
 if TYPE_CHECKING:
-    from memory_graph.storage.store import Transaction
+    from memory_graph.storage.engine import RecordSource, Transaction
 
 
-def change_events(tx: Transaction, collections: dict[str, Collection], ids: Iterator[int]) -> list[dict[str, Any]]:
+def change_events(tx: Transaction, collections: Mapping[str, RecordSource], ids: Iterator[int]) -> list[dict[str, Any]]:
     """One event per record the transaction really changes, in the graph collections."""
     at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     stamp = f"{time.time_ns():020d}-{os.getpid()}"
@@ -33,9 +33,7 @@ def change_events(tx: Transaction, collections: dict[str, Collection], ids: Iter
         if name == HISTORY:
             continue
         collection = collections[name]
-        final: dict[Key, dict[str, Any] | None] = dict.fromkeys(changes.deletes)
-        final.update((record_key(r), r) for r in changes.upserts)  # placement: deletes first, then upserts
-        for key, after in final.items():
+        for key, after in changes.final().items():
             before = collection.record(key) if key in collection.locations else None
             if before == after:
                 continue

@@ -27,6 +27,13 @@ class Changes:
     def __bool__(self) -> bool:
         return bool(self.upserts or self.deletes)
 
+    def final(self) -> dict[Key, dict[str, Any] | None]:
+        """What the changes leave for each key: the last record upserted, or None when deleted. Deletes apply
+        before upserts, as placement applies them (a call that deletes and re-creates a name keeps the new one)."""
+        final: dict[Key, dict[str, Any] | None] = dict.fromkeys(self.deletes)
+        final.update((record_key(r), r) for r in self.upserts)
+        return final
+
 
 def plan_changes(collection: Collection, changes: Changes) -> Plan:
     """New content of every shard the changes touch; raises (CorruptFileError) before anything is written."""

@@ -23,23 +23,20 @@ listeners never do.
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from memory_graph.errors import LineProblem, StaleShardError, StorageError
 from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_repair, report, scan
-from memory_graph.storage.codec import HISTORY, Key, RecordCheck, event_check, record_key
-from memory_graph.storage.collection import Collection, Reloaded
+from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
+from memory_graph.storage.collection import Collection
+from memory_graph.storage.engine import StoreEngine, Transaction, public_caller
 from memory_graph.storage.files import (
     FileWrite,
     atomic_write,
@@ -48,7 +45,7 @@ from memory_graph.storage.files import (
     recover_journal,
     remove_stray_temps,
 )
-from memory_graph.storage.history_log import change_events, events_first, unfinished_commit
+from memory_graph.storage.history_log import events_first, unfinished_commit
 from memory_graph.storage.layout import ShardNames, bookkeeping_file, file_stat, kind_of, overlap
 from memory_graph.storage.lock import FolderLock, LockTimeout
 from memory_graph.storage.placement import Changes, Plan, plan_changes
@@ -59,34 +56,11 @@ log = logging.getLogger(__name__)
 LOCK_TIMEOUT_SECONDS = 60.0
 
 
-class ChangeListener(Protocol):
-    def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
-        """Called with the store lock held, after the change is on disk (or was found on disk)."""
+class Store(StoreEngine):
+    """The JSON Lines engine (the default): one memory's sharded files, their lock, stamps and journal."""
 
+    collections: dict[str, Collection]
 
-@dataclass
-class Transaction:
-    """The changes of one call, committed together when the `transaction()` block ends.
-
-    `operation` and `actor` label the call's change events; `notes` add fields to the event of one key (a
-    rename's deleted entity says where it went)."""
-
-    changes: dict[str, Changes] = field(default_factory=dict)
-    operation: str = "write"
-    actor: str | None = None
-    notes: dict[Key, dict[str, Any]] = field(default_factory=dict)
-
-    def note(self, key: Key, **fields: Any) -> None:
-        self.notes.setdefault(key, {}).update(fields)
-
-    def upsert(self, collection: str, record: dict[str, Any]) -> None:
-        self.changes.setdefault(collection, Changes()).upserts.append(record)
-
-    def delete(self, collection: str, key: Key) -> None:
-        self.changes.setdefault(collection, Changes()).deletes.append(key)
-
-
-class Store:
     def __init__(
         self,
         collections: dict[str, Path],
@@ -97,6 +71,7 @@ class Store:
         history: Path | None = None,
         actor: str | None = None,
     ) -> None:
+        super().__init__(actor)
         if shard_lines < 1:
             raise StorageError("the shard size must be at least 1 line; set MEMORY_SHARD_LINES to 1 or more")
         # A symlinked data file is followed to the real one: its shards and stamp live beside it, and replacing
@@ -121,10 +96,6 @@ class Store:
         # share its folder's lock and never deadlock.
         folders = sorted({c.names.folder.resolve() for c in self.collections.values()}, key=str)
         self._locks = [FolderLock(folder, lock_timeout_seconds) for folder in folders]
-        self._listeners: list[ChangeListener] = []
-        self._history_listeners: list[ChangeListener] = []
-        self.actor = actor
-        self._event_ids = itertools.count()
         self._last_full_check = 0.0
         self._opened = False
         self.bytes_written = 0  # for tests and benchmarks: what commits cost
@@ -145,27 +116,9 @@ class Store:
         return {p.resolve() for p in owned}
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-    def add_listener(self, listener: ChangeListener) -> None:
-        self._listeners.append(listener)
-
-    def add_history_listener(self, listener: ChangeListener) -> None:
-        """Hear of change events (the history collection) instead of graph records."""
-        self._history_listeners.append(listener)
-
     @property
-    def keeps_history(self) -> bool:
-        return HISTORY in self.collections
-
-    def events(self) -> list[dict[str, Any]]:
-        """Every stored change event, oldest first (ids are time-ordered)."""
-        with self.reading():
-            if not self.keeps_history:
-                return []
-            return sorted(self.collections[HISTORY].all_records(), key=lambda event: str(event["id"]))
-
-    def event(self, key: Key) -> dict[str, Any]:
-        """One stored change event by its key (call inside `reading()` or a transaction)."""
-        return self.collections[HISTORY].record(key)
+    def location(self) -> str:
+        return str(next(iter(self.collections.values())).names.main_path)
 
     def open(self) -> None:
         """Create the folders, finish an interrupted commit, and load every shard."""
@@ -228,18 +181,11 @@ class Store:
                     self._catch_up()
             yield
 
-    def poll(self) -> None:
-        """Catch up with other processes now (tells listeners, such as idle subscribers, what changed)."""
-        with self.reading():
-            pass
-
     @contextmanager
-    def transaction(self, operation: str | None = None, actor: str | None = None) -> Iterator[Transaction]:
-        """A read-modify-write: decide on the current data inside the block, committed when it ends.
-
-        `operation` labels the history events; by default it is the name of the calling function (the service
-        method, such as `create_lesson`), so services need not repeat their own names."""
-        label = operation or _public_caller()
+    def transaction(
+        self, operation: str | None = None, actor: str | None = None, record_history: bool = True
+    ) -> Iterator[Transaction]:
+        label = operation or public_caller()
         with self._thread_lock:
             if not self._opened:
                 self.open()
@@ -250,29 +196,10 @@ class Store:
                 # shard edited anyway is still refused by `_verify_unchanged` before it is overwritten.
                 if self._behind() or any(c.edited_by_hand() for name, c in self.collections.items() if name != HISTORY):
                     self._catch_up()
-                tx = Transaction(operation=label, actor=actor or self.actor)
+                tx = Transaction(operation=label, actor=actor or self.actor, record_history=record_history)
                 yield tx
-                if self.keeps_history:
-                    self._record_events(tx)
+                self._record_events(tx)
                 self._commit(tx.changes)
-
-    def _record_events(self, tx: Transaction) -> None:
-        """Add one event per record the transaction really changes (same commit: history and data agree)."""
-        for event in change_events(tx, self.collections, self._event_ids):
-            tx.upsert(HISTORY, event)
-
-    def prune_history(self, older_than: datetime) -> int:
-        """Drop the change events older than a moment (`memory-graph compact`); returns how many went.
-
-        An event's id starts with its time in nanoseconds, zero-padded, so the cut needs no event parsed."""
-        if not self.keeps_history:
-            return 0
-        cutoff = f"{int(older_than.timestamp() * 1_000_000_000):020d}"
-        with self.transaction(operation="compact") as tx:
-            doomed = [key for key in self.collections[HISTORY].locations if key[1] < cutoff]
-            for key in doomed:
-                tx.delete(HISTORY, key)
-        return len(doomed)
 
     def problems(self) -> list[LineProblem]:
         with self.reading():
@@ -320,7 +247,7 @@ class Store:
             change = collection.reload()
             if collection.name == HISTORY:
                 new_events = change.upserted
-            self._notify(collection.name, change)
+            self._notify(collection.name, change.removed, change.upserted)
         if new_events:
             self._roll_forward(new_events)
         self._last_full_check = time.monotonic()
@@ -334,12 +261,6 @@ class Store:
         if changes and all(os.access(c.names.folder, os.W_OK) for c in self.collections.values()):
             log.warning("finishing a commit interrupted by a crash, from its history events")
             self._commit(changes)
-
-    def _notify(self, collection: str, change: Reloaded) -> None:
-        if change.removed or change.upserted:
-            listeners = self._history_listeners if collection == HISTORY else self._listeners
-            for listener in listeners:
-                listener.records_changed(collection, change.removed, change.upserted)
 
     # -- committing ------------------------------------------------------------------------------------------
     def _commit(self, changes: dict[str, Changes]) -> None:
@@ -365,7 +286,7 @@ class Store:
             collection.apply(plan, token)
             removed = [key for key in changes[name].deletes if key not in collection.locations]
             upserted = [r for r in changes[name].upserts if record_key(r) in collection.locations]
-            self._notify(name, Reloaded(removed, upserted))
+            self._notify(name, removed, upserted)
 
     def _write(self, writes: list[FileWrite], manifests: dict[str, Manifest], redo_log: bool = False) -> None:
         """Renew the stamps (first: see stamp.py), then make the writes happen all or nothing (in order, without
@@ -485,15 +406,6 @@ def _collector_paused() -> Iterator[None]:
         gc.freeze()
         if was_enabled:
             gc.enable()
-
-
-def _public_caller() -> str:
-    """The name of the first public function up the stack from `transaction()` (a service method such as
-    `create_lesson`, past its private helpers): the default label of a call's history events."""
-    frame = sys._getframe(3)  # _public_caller <- transaction <- contextmanager.__enter__ <- the caller
-    while frame.f_back is not None and frame.f_code.co_name.startswith("_"):
-        frame = frame.f_back
-    return frame.f_code.co_name
 
 
 def _release(locks: list[FolderLock]) -> None:

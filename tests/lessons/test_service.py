@@ -11,8 +11,9 @@ from mcp import Client
 
 from memory_graph.config import Settings
 from memory_graph.server import build_app
+from tests.conftest import FILES_ONLY, settings_in
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("each_engine")]
 
 PIP = {
     "name": "PIP_NO_MATCHING_DIST",
@@ -42,7 +43,7 @@ TEXT_IS_STRUCTURED = {"create_lesson", "find_similar_errors", "update_lesson_suc
 
 
 def settings_for(folder: Path) -> Settings:
-    return Settings.from_env({"MEMORY_FILE_PATH": str(folder / "memory.json"), "MEMORY_SHARD_LINES": "2"}, cwd=folder)
+    return settings_in(folder, MEMORY_SHARD_LINES=2)
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict:
@@ -232,6 +233,7 @@ async def test_a_missing_lesson_file_never_empties_the_graph(tmp_path: Path) -> 
         assert {e["name"] for e in (await call(client, "read_graph"))["entities"]} == {"Alice", "PIP_NO_MATCHING_DIST"}
 
 
+@FILES_ONLY
 async def test_restart_keeps_the_last_write_and_sharding_neither_duplicates_nor_resurrects(tmp_path: Path) -> None:
     async with Client(build_app(settings_for(tmp_path)).server) as client:
         for i in range(5):
@@ -249,6 +251,7 @@ async def test_restart_keeps_the_last_write_and_sharding_neither_duplicates_nor_
         assert found["matches"][0]["name"] == "L4"  # equal scores: the one with a success ranks first
 
 
+@FILES_ONLY
 async def test_a_malformed_stored_lesson_is_reported_by_line_and_field_never_masked(tmp_path: Path) -> None:
     """Issue 7, defect 3: a hand-edited lesson whose verificationSteps is a string."""
     async with Client(build_app(settings_for(tmp_path)).server) as client:

@@ -10,17 +10,16 @@ from mcp import Client
 
 from memory_graph.config import Settings
 from memory_graph.server import build_app
+from tests.conftest import settings_in
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("each_engine")]
 
 PEOPLE = ["Ana", "Bruno", "Carla", "Dora", "Emil"]
 BROWSE_TOOLS = {"list_entities": [], "get_neighbors": ["name"], "graph_summary": []}
 
 
 def settings_for(folder: Path, **overrides: Any) -> Settings:
-    env = {"MEMORY_FILE_PATH": str(folder / "memory.json"), "MEMORY_SHARD_LINES": "3"}
-    env.update({k: str(v) for k, v in overrides.items()})
-    return Settings.from_env(env, cwd=folder)
+    return settings_in(folder, **{"MEMORY_SHARD_LINES": "3", **overrides})
 
 
 @pytest.fixture

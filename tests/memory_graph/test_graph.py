@@ -9,7 +9,9 @@ import pytest
 from memory_graph.errors import NotFoundError
 from memory_graph.graph import GraphService
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
-from tests.conftest import open_graph
+from tests.conftest import FILES_ONLY, open_graph
+
+pytestmark = pytest.mark.usefixtures("each_engine")
 
 
 def ent(name: str, entity_type: str = "person", *observations: str) -> Entity:
@@ -260,6 +262,7 @@ def test_persistence_across_instances(graph: GraphService, tmp_path: Path) -> No
     assert triples(again.read_graph()) == [("Alice", "Bob", "knows")]
 
 
+@FILES_ONLY
 def test_file_lines_are_the_reference_format(graph: GraphService, tmp_path: Path) -> None:
     graph.create_entities([ent("Zoë", "person", "lives in 北京")])
     graph.create_relations([rel("Zoë", "Zoë", "self")])

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from memory_graph.app import services_for_folder
 from memory_graph.server import build_app
+from tests.conftest import FILES_ONLY, open_services
 from tests.memory_graph.test_server import settings_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("each_engine")]
 HISTORY_TOOLS = {
     "update_observations",
     "rename_entity",
@@ -163,7 +163,7 @@ async def test_whole_history_is_newest_first_and_since_filters(client: Client) -
 async def test_history_survives_a_restart_and_is_shared_by_two_stores(tmp_path: Path) -> None:
     async with Client(build_app(settings_for(tmp_path)).server) as first:
         await seed(first)
-        other = services_for_folder(tmp_path, shard_lines=3)
+        other = open_services(tmp_path)
         other.graph.delete_entities(["Bob"])  # a second store on the same files
         events = (await call(first, "get_history", name="Bob"))["events"]
         assert [e["op"] for e in events] == [
@@ -180,6 +180,7 @@ async def test_history_survives_a_restart_and_is_shared_by_two_stores(tmp_path: 
     assert other.history.get_history("Bob", limit=1).events[0].op == "restore_entity"
 
 
+@FILES_ONLY
 async def test_graph_files_keep_the_official_format(client: Client, tmp_path: Path) -> None:
     await call(client, "rename_entity", name="Bob", newName="Robert")
     for line in (tmp_path / "memory.json").read_text(encoding="utf-8").splitlines():

@@ -14,8 +14,9 @@ from mcp import Client, StdioServerParameters
 
 from memory_graph.config import Settings
 from memory_graph.server import build_app
+from tests.conftest import settings_in
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("each_engine")]
 
 GRAPH_TOOLS = {
     "create_entities": (["entities"], False, False, False),
@@ -31,9 +32,7 @@ GRAPH_TOOLS = {
 
 
 def settings_for(folder: Path, **overrides: Any) -> Settings:
-    env = {"MEMORY_FILE_PATH": str(folder / "memory.json"), "MEMORY_SHARD_LINES": "3"}
-    env.update({k: str(v) for k, v in overrides.items()})
-    return Settings.from_env(env, cwd=folder)
+    return settings_in(folder, **{"MEMORY_SHARD_LINES": "3", **overrides})
 
 
 @pytest.fixture(params=["auto", "legacy"])

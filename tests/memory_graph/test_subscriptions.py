@@ -12,13 +12,12 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import ResourceUpdatedNotification
 
-from memory_graph.config import Settings
 from memory_graph.model import Entity
 from memory_graph.server import build_app
 from memory_graph.subscriptions import GRAPH_URI
-from tests.conftest import open_graph
+from tests.conftest import open_graph, settings_in
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("each_engine")]
 
 
 async def test_a_subscriber_is_told_of_changes_from_this_and_other_processes(tmp_path: Path) -> None:
@@ -30,7 +29,7 @@ async def test_a_subscriber_is_told_of_changes_from_this_and_other_processes(tmp
             updates.append(str(message.params.uri))
             arrived.set()
 
-    app = build_app(Settings.from_env({"MEMORY_FILE_PATH": str(tmp_path / "memory.json")}))
+    app = build_app(settings_in(tmp_path))
     app.start_loading()  # also watches for other processes' changes while anyone is subscribed
     async with Client(app.server, mode="legacy", message_handler=on_message) as client:
         assert client.server_capabilities.resources.subscribe is True
@@ -58,7 +57,7 @@ async def test_a_subscriber_is_told_of_changes_from_this_and_other_processes(tmp
 
 
 async def test_with_only_the_graph_tools_nothing_mentions_lessons(tmp_path: Path) -> None:
-    settings = Settings.from_env({"MEMORY_FILE_PATH": str(tmp_path / "memory.json"), "MEMORY_TOOLS": "graph"})
+    settings = settings_in(tmp_path, MEMORY_TOOLS="graph")
     async with Client(build_app(settings).server) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         prompts = {p.name for p in (await client.list_prompts()).prompts}

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import sys
 import threading
 from pathlib import Path
 
-from memory_graph.app import build_services
+from memory_graph.app import build_services, services_for_folder
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
 from memory_graph.graph import LESSONS, MEMORY, GraphService
@@ -104,8 +105,18 @@ def snapshot(graph: GraphService) -> tuple:
     )
 
 
+def worker_graph(folder: str, shard_lines: int = 3) -> GraphService:
+    """The graph of the folder's memory, or of MEMORY_DATABASE_URL's database when the parent test set it."""
+    url = os.environ.get("MEMORY_DATABASE_URL")
+    if not url:
+        return open_graph(Path(folder), shard_lines=shard_lines)
+    services = services_for_folder(Path(folder), shard_lines, database_url=url)
+    services.store.open()
+    return services.graph
+
+
 def torture(folder: str, start: int, seed: int, count: int) -> None:
-    graph = open_graph(Path(folder))
+    graph = worker_graph(folder)
     ops = torture_ops(seed, count)
     print("ready", flush=True)
     for index in range(start, count):
@@ -114,7 +125,7 @@ def torture(folder: str, start: int, seed: int, count: int) -> None:
 
 
 def concurrent(folder: str, worker: int, writes: int, threads: int) -> None:
-    graph = open_graph(Path(folder), shard_lines=7)
+    graph = worker_graph(folder, shard_lines=7)
 
     def run(thread: int) -> None:
         for i in range(thread, writes, threads):

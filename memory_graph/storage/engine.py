@@ -1,0 +1,179 @@
+"""What every storage engine offers the services, and the rules the engines share.
+
+The services (graph, lessons, history) see one interface, `StoreEngine`: `transaction()` for a read-modify-write
+committed all or nothing, `reading()` for a consistent read after catching up with other writers, change
+listeners that hear of every record that changed (this process's commits and other processes' alike), and the
+change events of the history. Two engines implement it: the JSON Lines files (store.py, the default) and
+PostgreSQL (postgres.py). A service never knows which one it runs on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from memory_graph.storage.check import CheckReport
+from memory_graph.storage.codec import HISTORY, Key
+from memory_graph.storage.history_log import change_events
+from memory_graph.storage.placement import Changes
+
+
+class ChangeListener(Protocol):
+    def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
+        """Called with the store held, after the change is stored (or was found stored by another process)."""
+
+
+class RecordSource(Protocol):
+    """One collection's current records, as the history rules read them (the record before a change)."""
+
+    name: str
+
+    @property
+    def locations(self) -> Mapping[Key, Any]: ...
+
+    def record(self, key: Key) -> dict[str, Any]: ...
+
+    def all_records(self) -> Iterator[dict[str, Any]]: ...
+
+
+@dataclass
+class Transaction:
+    """The changes of one call, committed together when the `transaction()` block ends.
+
+    `operation` and `actor` label the call's change events; `notes` add fields to the event of one key (a
+    rename's deleted entity says where it went). `record_history=False` writes the changes as they are, without
+    events (a migration copies the source's own events instead)."""
+
+    changes: dict[str, Changes] = field(default_factory=dict)
+    operation: str = "write"
+    actor: str | None = None
+    notes: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    record_history: bool = True
+
+    def note(self, key: Key, **fields: Any) -> None:
+        self.notes.setdefault(key, {}).update(fields)
+
+    def upsert(self, collection: str, record: dict[str, Any]) -> None:
+        self.changes.setdefault(collection, Changes()).upserts.append(record)
+
+    def delete(self, collection: str, key: Key) -> None:
+        self.changes.setdefault(collection, Changes()).deletes.append(key)
+
+
+class StoreEngine(ABC):
+    """The store of one memory: its collections (`memory`, `lesson`, and `history` when it keeps one)."""
+
+    collections: Mapping[str, RecordSource]
+
+    def __init__(self, actor: str | None) -> None:
+        self.actor = actor
+        self._listeners: list[ChangeListener] = []
+        self._history_listeners: list[ChangeListener] = []
+        self._event_ids = itertools.count()
+
+    # -- what each engine provides ---------------------------------------------------------------------------
+    @abstractmethod
+    def open(self) -> None:
+        """Prepare the storage and load what it holds (listeners hear of every record)."""
+
+    @abstractmethod
+    def reading(self) -> AbstractContextManager[None]:
+        """Hold the store still for a read, after catching up with other processes' commits."""
+
+    @abstractmethod
+    def transaction(
+        self, operation: str | None = None, actor: str | None = None, record_history: bool = True
+    ) -> AbstractContextManager[Transaction]:
+        """A read-modify-write: decide on the current data inside the block; committed all or nothing when it
+        ends, nothing written if it raises. `operation` labels the history events (default: the calling
+        service method's name, see `public_caller`)."""
+
+    @abstractmethod
+    def check(self, fix: bool = False, now: float | None = None) -> CheckReport:
+        """Read everything stored and report what is wrong; with `fix`, repair it (keeping what it takes out)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, list[dict[str, Any]]]:
+        """Where each collection is stored: files (path, lines, bytes) or tables (rows, bytes)."""
+
+    @abstractmethod
+    def paths(self) -> set[Path]:
+        """Every local file that is the store's own (none for a database)."""
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the memory is kept, for logs and messages (a path, or a database URL without its password)."""
+
+    def poll(self) -> None:
+        """Catch up with other processes now (tells listeners, such as idle subscribers, what changed)."""
+        with self.reading():
+            pass
+
+    def close(self) -> None:
+        """Let go of connections and threads (the file engine holds none between calls)."""
+        return None
+
+    # -- shared rules ----------------------------------------------------------------------------------------
+    def add_listener(self, listener: ChangeListener) -> None:
+        self._listeners.append(listener)
+
+    def add_history_listener(self, listener: ChangeListener) -> None:
+        """Hear of change events (the history collection) instead of graph records."""
+        self._history_listeners.append(listener)
+
+    @property
+    def keeps_history(self) -> bool:
+        return HISTORY in self.collections
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every stored change event, oldest first (ids are time-ordered)."""
+        with self.reading():
+            if not self.keeps_history:
+                return []
+            return sorted(self.collections[HISTORY].all_records(), key=lambda event: str(event["id"]))
+
+    def event(self, key: Key) -> dict[str, Any]:
+        """One stored change event by its key (call inside `reading()` or a transaction)."""
+        return self.collections[HISTORY].record(key)
+
+    def prune_history(self, older_than: datetime) -> int:
+        """Drop the change events older than a moment (`memory-graph compact`); returns how many went.
+
+        An event's id starts with its time in nanoseconds, zero-padded, so the cut needs no event parsed."""
+        if not self.keeps_history:
+            return 0
+        cutoff = f"{int(older_than.timestamp() * 1_000_000_000):020d}"
+        with self.transaction(operation="compact") as tx:
+            doomed = [key for key in self.collections[HISTORY].locations if key[1] < cutoff]
+            for key in doomed:
+                tx.delete(HISTORY, key)
+        return len(doomed)
+
+    def _record_events(self, tx: Transaction) -> None:
+        """Add one event per record the transaction really changes (same commit: history and data agree)."""
+        if self.keeps_history and tx.record_history:
+            for event in change_events(tx, self.collections, self._event_ids):
+                tx.upsert(HISTORY, event)
+
+    def _notify(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
+        if removed or upserted:
+            listeners = self._history_listeners if collection == HISTORY else self._listeners
+            for listener in listeners:
+                listener.records_changed(collection, removed, upserted)
+
+
+def public_caller() -> str:
+    """The name of the first public function up the stack from an engine's `transaction()` (a service method
+    such as `create_lesson`, past its private helpers): the default label of a call's history events."""
+    frame = sys._getframe(3)  # public_caller <- transaction <- contextmanager.__enter__ <- the caller
+    while frame.f_back is not None and frame.f_code.co_name.startswith("_"):
+        frame = frame.f_back
+    return frame.f_code.co_name

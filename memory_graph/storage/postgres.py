@@ -1,0 +1,647 @@
+"""The PostgreSQL engine: the same store interface as the JSON Lines files, for a team or a fleet of servers on one
+database (`MEMORY_DATABASE_URL=postgresql://...`, the `postgres` extra: psycopg 3 and its pool).
+
+Tables (created and migrated by the server, versioned in `memory_graph_migrations`):
+- `memory_graph_records`: every record of every collection (graph, lessons, history) of every named store, one
+  row per record identity: `(store, collection, key)` is the primary key, so no entity or relation is ever
+  stored twice, and a partial unique index keeps an entity name to one collection (an entity and a lesson never
+  share a name). `record` is the record as JSON text (key order kept, as the files keep it); `position` orders
+  records by first creation, as the official server orders its array.
+- `memory_graph_changes`: the change log, one row per record a commit changed (`seq` from a sequence). Every
+  server remembers the last `seq` it applied; at each call it asks for the newest (one index lookup) and reads
+  only the rows after it. A server behind the log's pruned part reloads.
+- `memory_graph_stores`: one row per named store (when it was created, how far its change log was pruned).
+
+The rules:
+- one database transaction per call, committed all or nothing when the `transaction()` block ends; writers of
+  one store take a transaction-scoped advisory lock first, so they apply one after another, each on the data
+  the one before committed (no serialization failure can happen between our writers, and change-log order is
+  commit order). The lock, the catching up and every read are retried once on a lost connection, so a database
+  restart costs at most the one call that was writing when it went down, and that call changes nothing;
+- `pg_notify('memory_graph', store)` after each commit wakes idle subscribers of other servers (LISTEN), who
+  then read the change log as any call would;
+- the services keep their indexes in memory, fed by the same change notifications as with the files: a server
+  loads its store once at start (one ordered scan), then follows the change log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memory_graph.errors import StorageError
+from memory_graph.storage.check import CheckReport
+from memory_graph.storage.codec import (
+    HISTORY,
+    SURROGATE_ESCAPE,
+    Key,
+    RecordCheck,
+    checked_record,
+    dump_line,
+    event_check,
+    record_key,
+)
+from memory_graph.storage.engine import StoreEngine, Transaction, public_caller
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "memory_graph"
+CONNECT_TIMEOUT_SECONDS = 5
+BULK_ROWS = 500  # from this many rows a commit copies them in (COPY) instead of one statement per row
+IDLE_POLL_SECONDS = 30.0  # an idle subscriber also looks this often, in case a notification was missed
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "records, change log and stores",
+        """
+        CREATE TABLE memory_graph_stores (
+            store text PRIMARY KEY,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            pruned_through bigint NOT NULL DEFAULT 0
+        );
+        CREATE SEQUENCE memory_graph_position;
+        CREATE TABLE memory_graph_records (
+            store text NOT NULL REFERENCES memory_graph_stores (store),
+            collection text NOT NULL,
+            key text NOT NULL,
+            entity_name text,
+            position bigint NOT NULL,
+            record json NOT NULL,
+            PRIMARY KEY (store, collection, key)
+        );
+        CREATE UNIQUE INDEX memory_graph_one_entity_per_name
+            ON memory_graph_records (store, entity_name) WHERE entity_name IS NOT NULL;
+        CREATE INDEX memory_graph_records_order ON memory_graph_records (store, position);
+        CREATE TABLE memory_graph_changes (
+            seq bigserial PRIMARY KEY,
+            store text NOT NULL,
+            collection text NOT NULL,
+            key text NOT NULL
+        );
+        CREATE INDEX memory_graph_changes_by_store ON memory_graph_changes (store, seq);
+        CREATE TABLE memory_graph_rejected (
+            store text NOT NULL,
+            collection text NOT NULL,
+            key text NOT NULL,
+            record text NOT NULL,
+            reason text NOT NULL,
+            rejected_at timestamptz NOT NULL DEFAULT now()
+        );
+        """,
+    ),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def encode_key(key: Key) -> str:
+    return json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+
+
+def safe_url(url: str) -> str:
+    """The database URL as it may be shown: host, port, database and user, never the password."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "the database named by MEMORY_DATABASE_URL"
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    return f"postgresql://{user}{host}:{port}/{parts.get('dbname') or ''}"
+
+
+class TableCollection:
+    """One collection's records as this server last read them from the database (a `RecordSource`)."""
+
+    def __init__(self, name: str, check: RecordCheck | None) -> None:
+        self.name = name
+        self.check = check
+        self.texts: dict[Key, str] = {}
+        self.unreadable: dict[str, str] = {}  # key column -> why (reported by check, never loaded)
+
+    @property
+    def locations(self) -> Mapping[Key, str]:
+        return self.texts
+
+    def record(self, key: Key) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.texts[key])
+        return result
+
+    def all_records(self) -> Iterator[dict[str, Any]]:
+        for text in self.texts.values():
+            yield json.loads(text)
+
+    def readable(self, key_text: str, text: str) -> tuple[Key, dict[str, Any]] | None:
+        """The row's record, checked by the same rules as a line of a file, or None (and remembered) if unusable."""
+        why = self.problem(key_text, text)
+        if isinstance(why, str):
+            self.unreadable[key_text] = why
+            return None
+        self.unreadable.pop(key_text, None)
+        return why
+
+    def problem(self, key_text: str, text: str) -> tuple[Key, dict[str, Any]] | str:
+        try:
+            item = json.loads(text)
+        except ValueError as exc:
+            return f"not JSON ({exc})"
+        record, why = checked_record(item, self.check, repair_text=SURROGATE_ESCAPE.search(text) is not None)
+        if record is None:
+            return why
+        key = record_key(record)
+        if encode_key(key) != key_text:
+            return f"its key column says {key_text} but the record is {encode_key(key)}"
+        return key, record
+
+
+@dataclass
+class _Rows:
+    """A commit's rows, deletes before upserts (a name moved between collections frees its place first)."""
+
+    deletes: dict[str, list[str]] = field(default_factory=dict)
+    upserts: list[tuple[str, str, str | None, str]] = field(default_factory=list)  # collection, key, name, record
+    changed: list[tuple[str, Key, dict[str, Any] | None, str | None]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.changed)
+
+
+class PostgresStore(StoreEngine):
+    def __init__(
+        self,
+        url: str,
+        collections: Sequence[str],
+        store_name: str = "default",
+        record_checks: dict[str, RecordCheck] | None = None,
+        history: bool = True,
+        actor: str | None = None,
+        pool_size: int = 4,
+    ) -> None:
+        super().__init__(actor)
+        self.url = url
+        self.store_name = store_name
+        checks = {**(record_checks or {}), HISTORY: event_check}
+        names = [*collections, *([HISTORY] if history else [])]
+        self.collections: dict[str, TableCollection] = {name: TableCollection(name, checks.get(name)) for name in names}
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(2, pool_size),
+            open=False,
+            timeout=CONNECT_TIMEOUT_SECONDS,
+            reconnect_timeout=0,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "application_name": "memory-graph"},
+            name="memory-graph",
+        )
+        self._pool_open = False
+        self._thread_lock = threading.RLock()
+        self._opened = False
+        self._applied_seq = 0
+        self._pending_seq = 0
+        self._notified = threading.Event()
+        self._listening: threading.Thread | None = None
+        self._last_poll = 0.0
+        self._closed = threading.Event()
+
+    @property
+    def location(self) -> str:
+        return f"{safe_url(self.url)} (store {self.store_name})"
+
+    def paths(self) -> set[Path]:
+        return set()
+
+    # -- connections -----------------------------------------------------------------------------------------
+    def _unreachable(self, exc: Exception) -> StorageError:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StorageError(
+            f"cannot reach the PostgreSQL database {safe_url(self.url)}: {reason}. Nothing was changed. Check that "
+            "the database server is running and reachable from this machine, and the host, port, database, user "
+            "and password in MEMORY_DATABASE_URL; this server keeps answering and reconnects by itself."
+        )
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; left in a transaction it is rolled back, broken it is replaced."""
+        with self._thread_lock:
+            if not self._pool_open:
+                self._pool.open(wait=False)
+                self._pool_open = True
+        try:
+            conn = self._pool.getconn()
+        except PoolTimeout as exc:
+            raise self._unreachable(exc) from exc
+        try:
+            yield conn
+        finally:
+            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                with suppress(psycopg.Error):
+                    conn.rollback()
+            self._pool.putconn(conn)
+
+    @contextmanager
+    def _session(self, write: bool) -> Iterator[psycopg.Connection[Any]]:
+        """A connection in a transaction, caught up with the change log (after the store's lock when `write`).
+
+        Trigger: the pool may hand out a connection the database dropped (it restarted). Why: the first
+        statement is where that shows. Outcome: one retry on a fresh connection, before anything was decided."""
+        for attempt in (1, 2):
+            if attempt == 2:
+                self._pool.check()  # drop every pooled connection the database closed, not just this one
+            with self._connection() as conn:
+                try:
+                    if not self._opened:
+                        self._load(conn)
+                    if write:
+                        lock = f"memory-graph:{self.store_name}"
+                        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
+                    self._catch_up(conn)
+                except psycopg.OperationalError as exc:
+                    if attempt == 2 or (conn.closed is False and conn.info.status == psycopg.pq.ConnStatus.OK):
+                        raise self._unreachable(exc) from exc
+                    log.info("retrying on a new connection: %s", exc)
+                    continue
+                except psycopg.Error as exc:
+                    raise StorageError(f"the database {safe_url(self.url)} refused a read: {exc}") from exc
+                yield conn
+                return
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def open(self) -> None:
+        with self._thread_lock:
+            if self._opened:
+                return
+            with self._session(write=False) as conn:
+                conn.commit()
+            log.info("memory opened: %s", self.location)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._pool_open:
+            self._pool.close()
+            self._pool_open = False
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        """Bring the schema to this code's version (one migration at a time, under a lock); refuse a newer one."""
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS memory_graph_migrations (version integer PRIMARY KEY, "
+            "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-graph:migrations', 0))")
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM memory_graph_migrations").fetchone()
+        current = int(row[0]) if row else 0
+        if current > SCHEMA_VERSION:
+            raise StorageError(
+                f"the database {safe_url(self.url)} holds memory-graph schema version {current}, newer than this "
+                f"memory-graph knows (up to {SCHEMA_VERSION}). Nothing was changed; upgrade memory-graph on this "
+                "machine (pip install -U 'memory-graph[postgres]') to use this database."
+            )
+        for version, description, sql in MIGRATIONS:
+            if version > current:
+                conn.execute(sql)
+                conn.execute(
+                    "INSERT INTO memory_graph_migrations (version, description) VALUES (%s, %s)",
+                    (version, description),
+                )
+                log.warning("database %s: schema migrated to version %d (%s)", safe_url(self.url), version, description)
+        conn.execute(
+            "INSERT INTO memory_graph_stores (store) VALUES (%s) ON CONFLICT DO NOTHING",
+            (self.store_name,),
+        )
+        conn.commit()
+
+    def _load(self, conn: psycopg.Connection[Any]) -> None:
+        """Migrate, then read the whole store in one snapshot (the change log position included)."""
+        try:
+            self._migrate(conn)
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            raise StorageError(f"could not prepare the database {safe_url(self.url)}: {exc}") from exc
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one snapshot for the whole read
+        self._reload_all(conn)
+        conn.commit()
+        self._opened = True
+        for collection in self.collections.values():
+            for key_text, why in collection.unreadable.items():
+                log.error("unreadable record (kept, never overwritten): %s %s: %s", collection.name, key_text, why)
+
+    def _newest_seq(self, conn: psycopg.Connection[Any]) -> tuple[int, int]:
+        row = conn.execute(
+            "SELECT coalesce((SELECT max(seq) FROM memory_graph_changes WHERE store = %s), 0), "
+            "coalesce((SELECT pruned_through FROM memory_graph_stores WHERE store = %s), 0)",
+            (self.store_name, self.store_name),
+        ).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    def _reload_all(self, conn: psycopg.Connection[Any]) -> None:
+        """Read every record and tell listeners what differs from what this server held."""
+        newest, _ = self._newest_seq(conn)
+        found: dict[str, dict[str, str]] = {name: {} for name in self.collections}
+        with conn.cursor(name="memory_graph_load") as cursor:
+            cursor.itersize = 20_000
+            cursor.execute(
+                "SELECT collection, key, record::text FROM memory_graph_records WHERE store = %s ORDER BY position",
+                (self.store_name,),
+            )
+            for collection, key_text, text in cursor:
+                if collection in found:
+                    found[collection][key_text] = text
+        for name, rows in found.items():
+            collection = self.collections[name]
+            fresh: dict[Key, str] = {}
+            upserted: list[dict[str, Any]] = []
+            for key_text, text in rows.items():
+                readable = collection.readable(key_text, text)
+                if readable is None:
+                    continue
+                key, record = readable
+                fresh[key] = text
+                if collection.texts.get(key) != text:
+                    upserted.append(record)
+            removed = [key for key in collection.texts if key not in fresh]
+            collection.texts = fresh
+            self._notify(name, removed, upserted)
+        self._applied_seq = newest
+
+    def _catch_up(self, conn: psycopg.Connection[Any]) -> None:
+        """Apply the change log rows after the last one this server applied (other servers' commits)."""
+        newest, pruned = self._newest_seq(conn)
+        if newest == self._applied_seq:
+            return
+        if newest < self._applied_seq or pruned > self._applied_seq:
+            # Trigger: the log was pruned past us, or the database was restored from an older backup. Why: the
+            # rows we would need are gone. Outcome: read everything again and tell listeners the difference.
+            self._reload_all(conn)
+            return
+        rows = conn.execute(
+            "SELECT c.collection, c.key, r.record::text FROM memory_graph_changes c LEFT JOIN memory_graph_records r "
+            "ON r.store = c.store AND r.collection = c.collection AND r.key = c.key "
+            "WHERE c.store = %s AND c.seq > %s AND c.seq <= %s ORDER BY c.seq",
+            (self.store_name, self._applied_seq, newest),
+        ).fetchall()
+        latest: dict[tuple[str, str], str | None] = {}
+        for collection_name, key_text, text in rows:
+            latest[(collection_name, key_text)] = text
+        by_collection: dict[str, tuple[list[Key], list[dict[str, Any]]]] = {}
+        for (name, key_text), text in latest.items():
+            collection = self.collections.get(name)
+            if collection is None:
+                continue
+            removed, upserted = by_collection.setdefault(name, ([], []))
+            key = tuple(json.loads(key_text))
+            readable = collection.readable(key_text, text) if text is not None else None
+            if readable is None:
+                if collection.texts.pop(key, None) is not None:
+                    removed.append(key)
+                continue
+            if collection.texts.get(key) != text:
+                collection.texts[key] = text  # type: ignore[assignment]
+                upserted.append(readable[1])
+        self._applied_seq = newest
+        for name, (removed, upserted) in by_collection.items():
+            self._notify(name, removed, upserted)
+
+    # -- reading and writing ---------------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._thread_lock:
+            with self._session(write=False) as conn:
+                conn.commit()
+            yield
+
+    def poll(self) -> None:
+        """Catch up when another server said it committed (LISTEN), or every IDLE_POLL_SECONDS in any case."""
+        self._listen()
+        if self._notified.is_set() or time.monotonic() - self._last_poll >= IDLE_POLL_SECONDS:
+            self._notified.clear()
+            self._last_poll = time.monotonic()
+            with self.reading():
+                pass
+
+    @contextmanager
+    def transaction(
+        self, operation: str | None = None, actor: str | None = None, record_history: bool = True
+    ) -> Iterator[Transaction]:
+        label = operation or public_caller()
+        with self._thread_lock, self._session(write=True) as conn:
+            tx = Transaction(operation=label, actor=actor or self.actor, record_history=record_history)
+            yield tx
+            self._record_events(tx)
+            rows = self._rows(tx)
+            if not rows:
+                return
+            try:
+                self._write(conn, rows)
+                conn.commit()
+            except psycopg.OperationalError as exc:
+                raise self._unreachable(exc) from exc
+            except psycopg.Error as exc:
+                raise StorageError(
+                    f"the database {safe_url(self.url)} refused the change ({exc.diag.message_primary or exc}); "
+                    "nothing was changed"
+                ) from exc
+            self._applied(rows)
+
+    def _rows(self, tx: Transaction) -> _Rows:
+        rows = _Rows()
+        for name, changes in tx.changes.items():
+            collection = self.collections[name]
+            for key, after in changes.final().items():
+                key_text = encode_key(key)
+                unreadable = self._unreadable_row(key_text) if name != HISTORY else None
+                if unreadable is not None:
+                    # Trigger: a stored row with this identity could not be read, so the services never saw it.
+                    # Why: writing would overwrite (or collide with) what someone may still want back.
+                    # Outcome: refused, naming the row, until it is repaired.
+                    raise StorageError(
+                        f"cannot change {key_text} in {self.location}: a stored {unreadable[0]} row with that "
+                        f"identity is unreadable ({unreadable[1]}). Nothing was written. Fix the row by hand, or run "
+                        "`memory-graph repair` (it moves the row to the table memory_graph_rejected, kept whole)."
+                    )
+                if after is None:
+                    if key in collection.texts:
+                        rows.deletes.setdefault(name, []).append(key_text)
+                        rows.changed.append((name, key, None, None))
+                    continue
+                text = dump_line(after)
+                if collection.texts.get(key) == text:
+                    continue
+                entity_name = after["name"] if after.get("type") == "entity" and name != HISTORY else None
+                rows.upserts.append((name, key_text, entity_name, text))
+                rows.changed.append((name, key, after, text))
+        return rows
+
+    def _unreadable_row(self, key_text: str) -> tuple[str, str] | None:
+        """The collection and the problem of an unreadable row with this key, in any graph collection (an entity's
+        name is one identity across the graph and the lessons)."""
+        for name, collection in self.collections.items():
+            if name != HISTORY and key_text in collection.unreadable:
+                return name, collection.unreadable[key_text]
+        return None
+
+    def _write(self, conn: psycopg.Connection[Any], rows: _Rows) -> None:
+        store = self.store_name
+        with conn.cursor() as cursor:
+            for name, keys in rows.deletes.items():
+                cursor.execute(
+                    "DELETE FROM memory_graph_records WHERE store = %s AND collection = %s AND key = ANY(%s)",
+                    (store, name, keys),
+                )
+            if len(rows.upserts) >= BULK_ROWS:
+                cursor.execute(
+                    "CREATE TEMP TABLE memory_graph_incoming (n bigint, collection text, key text, entity_name text, "
+                    "record json) ON COMMIT DROP"
+                )
+                with cursor.copy(
+                    "COPY memory_graph_incoming (n, collection, key, entity_name, record) FROM STDIN"
+                ) as copy:
+                    for n, upsert in enumerate(rows.upserts):
+                        copy.write_row((n, *upsert))
+                cursor.execute(
+                    "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
+                    "SELECT %s, collection, key, entity_name, nextval('memory_graph_position'), record "
+                    "FROM memory_graph_incoming ORDER BY n "
+                    "ON CONFLICT (store, collection, key) DO UPDATE SET record = EXCLUDED.record",
+                    (store,),
+                )
+            elif rows.upserts:
+                cursor.executemany(
+                    "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
+                    "VALUES (%s, %s, %s, %s, nextval('memory_graph_position'), %s) "
+                    "ON CONFLICT (store, collection, key) DO UPDATE SET record = EXCLUDED.record",
+                    [(store, *row) for row in rows.upserts],
+                )
+            changed = [(name, encode_key(key)) for name, key, _, _ in rows.changed]
+            cursor.execute(
+                "INSERT INTO memory_graph_changes (store, collection, key) "
+                "SELECT %s, c, k FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(c, k, n) ORDER BY n",
+                (store, [c for c, _ in changed], [k for _, k in changed]),
+            )
+            cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, store))
+            newest = cursor.execute("SELECT max(seq) FROM memory_graph_changes WHERE store = %s", (store,)).fetchone()
+        assert newest is not None
+        self._pending_seq = int(newest[0])
+
+    def _applied(self, rows: _Rows) -> None:
+        """After the commit: hold what was written, and tell listeners."""
+        by_collection: dict[str, tuple[list[Key], list[dict[str, Any]]]] = {}
+        for name, key, after, text in rows.changed:
+            removed, upserted = by_collection.setdefault(name, ([], []))
+            collection = self.collections[name]
+            if after is None or text is None:
+                collection.texts.pop(key, None)
+                removed.append(key)
+            else:
+                collection.texts[key] = text
+                upserted.append(after)
+        self._applied_seq = self._pending_seq
+        for name, (removed, upserted) in by_collection.items():
+            self._notify(name, removed, upserted)
+
+    # -- idle subscribers ------------------------------------------------------------------------------------
+    def _listen(self) -> None:
+        """Start the LISTEN thread once: a notification for this store makes the next `poll` catch up."""
+        with self._thread_lock:
+            if self._listening is not None:
+                return
+            self._listening = threading.Thread(target=self._listen_loop, name="memory-graph-listen", daemon=True)
+            self._listening.start()
+
+    def _listen_loop(self) -> None:
+        backoff = 1.0
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    backoff = 1.0
+                    self._notified.set()  # anything committed while we were not listening
+                    while not self._closed.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            if note.payload == self.store_name:
+                                self._notified.set()
+            except psycopg.Error as exc:
+                log.warning("not hearing of other servers' changes (%s); retrying in %.0f s", exc, backoff)
+                self._closed.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    # -- administration --------------------------------------------------------------------------------------
+    def describe(self) -> dict[str, list[dict[str, Any]]]:
+        with self.reading(), self._connection() as conn:
+            rows = conn.execute(
+                "SELECT collection, count(*), coalesce(sum(length(record::text)), 0) FROM memory_graph_records "
+                "WHERE store = %s GROUP BY collection",
+                (self.store_name,),
+            ).fetchall()
+            conn.commit()
+        sizes = {name: (int(count), int(size)) for name, count, size in rows}
+        return {
+            name: [
+                {
+                    "table": f"memory_graph_records (store {self.store_name}, collection {name})",
+                    "rows": sizes.get(name, (0, 0))[0],
+                    "bytes": sizes.get(name, (0, 0))[1],
+                }
+            ]
+            for name in self.collections
+        }
+
+    def check(self, fix: bool = False, now: float | None = None) -> CheckReport:
+        """Read every row of this store with the record rules of the files; with `fix`, move the unusable rows to
+        `memory_graph_rejected` (kept whole, with the reason) in one transaction."""
+        found = CheckReport()
+        try:
+            with self._thread_lock, self._session(write=fix) as conn:
+                bad: list[tuple[str, str, str, str]] = []
+                rows = conn.execute(
+                    "SELECT collection, key, record::text FROM memory_graph_records WHERE store = %s",
+                    (self.store_name,),
+                ).fetchall()
+                for name, key_text, text in rows:
+                    collection = self.collections.get(name)
+                    if collection is None:
+                        bad.append((name, key_text, text, f"unknown collection {name!r}"))
+                        continue
+                    why = collection.problem(key_text, text)
+                    if isinstance(why, str):
+                        bad.append((name, key_text, text, why))
+                found.problems = [f"{self.location}: {name} record {key}: {why}" for name, key, _, why in bad]
+                found.notes.append(
+                    f"{self.location}: schema version {SCHEMA_VERSION}, {len(rows)} records, "
+                    f"change log at {self._applied_seq}"
+                )
+                if fix and bad:
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            "INSERT INTO memory_graph_rejected (store, collection, key, record, reason) "
+                            "VALUES (%s, %s, %s, %s, %s)",
+                            [(self.store_name, *row) for row in bad],
+                        )
+                        cursor.executemany(
+                            "DELETE FROM memory_graph_records WHERE store = %s AND collection = %s AND key = %s",
+                            [(self.store_name, name, key) for name, key, _, _ in bad],
+                        )
+                        cursor.executemany(
+                            "INSERT INTO memory_graph_changes (store, collection, key) VALUES (%s, %s, %s)",
+                            [(self.store_name, name, key) for name, key, _, _ in bad],
+                        )
+                    found.repaired.append(
+                        f"moved {len(bad)} unusable record(s) to the table memory_graph_rejected (kept whole, with "
+                        "the reason)"
+                    )
+                    found.problems = []
+                conn.commit()
+        except psycopg.Error as exc:
+            raise StorageError(f"could not check {self.location}: {exc}") from exc
+        return found

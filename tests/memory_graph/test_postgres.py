@@ -1,0 +1,198 @@
+"""The PostgreSQL engine against a real PostgreSQL: schema versions, constraints, unreadable rows, an unreachable
+or restarted database, and several servers on one database. (The graph, lesson and history suites run on this
+engine too: see `each_engine` in conftest.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from mcp import Client
+
+from memory_graph.errors import StorageError
+from memory_graph.graph import LESSONS, MEMORY
+from memory_graph.history import replay_history
+from memory_graph.model import Entity, Relation
+from memory_graph.server import build_app
+from memory_graph.storage import SCHEMA_VERSION, encode_key
+from tests.conftest import Engine, open_services, settings_in
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.usefixtures("each_engine"),
+    pytest.mark.parametrize("each_engine", ["postgres"], indirect=True),
+]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sql(url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cursor = conn.execute(query, args or None)
+        return cursor.fetchall() if cursor.description else []
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_schema_is_created_versioned_and_a_newer_one_refused(tmp_path: Path) -> None:
+    services = open_services(tmp_path)
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    assert sql(url, "SELECT version FROM memory_graph_migrations") == [(SCHEMA_VERSION,)]
+    services.store.close()
+    open_services(tmp_path).store.close()  # reopening migrates nothing twice
+    assert sql(url, "SELECT count(*) FROM memory_graph_migrations") == [(1,)]
+    sql(url, "INSERT INTO memory_graph_migrations (version, description) VALUES (99, 'from the future')")
+    with pytest.raises(StorageError) as refused:
+        open_services(tmp_path)
+    message = str(refused.value)
+    assert "schema version 99" in message and f"up to {SCHEMA_VERSION}" in message and "upgrade" in message
+
+
+def test_the_database_refuses_a_second_copy_of_an_entity_or_relation(tmp_path: Path) -> None:
+    services = open_services(tmp_path)
+    services.graph.create_entities([Entity(name="Alice", entityType="person", observations=[])])
+    services.graph.create_relations([Relation.model_validate({"from": "Alice", "to": "Alice", "relationType": "is"})])
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    record = json.dumps({"type": "entity", "name": "Alice", "entityType": "lesson", "observations": []})
+    with pytest.raises(psycopg.errors.UniqueViolation):  # the same name in the lesson collection
+        sql(
+            url,
+            "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
+            "VALUES ('default', %s, %s, 'Alice', 0, %s)",
+            LESSONS,
+            encode_key(("entity", "Alice")),
+            record,
+        )
+    relation = ("relation", "Alice", "Alice", "is")
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        sql(
+            url,
+            "INSERT INTO memory_graph_records (store, collection, key, position, record) "
+            "VALUES ('default', %s, %s, 0, '{}')",
+            MEMORY,
+            encode_key(relation),
+        )
+
+
+async def test_an_unreadable_row_is_reported_kept_and_repaired_never_overwritten(tmp_path: Path) -> None:
+    services = open_services(tmp_path)
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    services.graph.create_entities([Entity(name="Alice", entityType="person", observations=["tea"])])
+    lesson = {"type": "entity", "name": "BROKEN", "entityType": "lesson", "observations": [], "verificationSteps": 1}
+    sql(
+        url,
+        "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
+        "VALUES ('default', %s, %s, 'BROKEN', 0, %s)",
+        LESSONS,
+        encode_key(("entity", "BROKEN")),
+        json.dumps(lesson),
+    )
+    problems = services.store.check().problems
+    assert len(problems) == 1 and "BROKEN" in problems[0] and "verificationSteps" in problems[0]
+    async with Client(build_app(settings_in(tmp_path)).server) as client:
+        entity = {"name": "BROKEN", "entityType": "lesson", "observations": []}
+        result = await client.call_tool("create_entities", {"entities": [entity]})
+        assert (
+            result.is_error
+            and "unreadable" in result.content[0].text
+            and "memory-graph repair" in result.content[0].text
+        )
+        ok = await client.call_tool("add_observations", {"observations": [{"entityName": "Alice", "contents": ["x"]}]})
+        assert not ok.is_error  # other records keep taking writes
+    assert (
+        json.loads(sql(url, "SELECT record::text FROM memory_graph_records WHERE key LIKE '%BROKEN%'")[0][0]) == lesson
+    )
+    repaired = services.store.check(fix=True)
+    assert repaired.ok and "memory_graph_rejected" in repaired.repaired[0]
+    assert services.store.check().ok
+    kept = sql(url, "SELECT record, reason FROM memory_graph_rejected")
+    assert json.loads(kept[0][0]) == lesson and "verificationSteps" in kept[0][1]
+
+
+async def test_an_unreachable_database_gets_a_clear_tool_error_and_the_server_keeps_answering(tmp_path: Path) -> None:
+    port = closed_port()
+    settings = settings_in(tmp_path, MEMORY_DATABASE_URL=f"postgresql://someone:secret@127.0.0.1:{port}/memory")
+    async with Client(build_app(settings).server) as client:
+        for _ in range(2):
+            result = await client.call_tool("read_graph", {})
+            assert result.is_error
+            text = result.content[0].text
+            assert f"127.0.0.1:{port}/memory" in text and "MEMORY_DATABASE_URL" in text and "running" in text
+            assert "secret" not in text
+
+
+async def test_a_database_restart_under_a_running_server(tmp_path: Path, postgres_server: Any) -> None:
+    if isinstance(postgres_server, str):
+        pytest.skip("the PostgreSQL server was given by URL only (MEMORY_TEST_PGDATA unset): cannot restart it")
+    async with Client(build_app(settings_in(tmp_path)).server) as client:
+        alice = {"name": "Alice", "entityType": "person", "observations": []}
+        assert not (await client.call_tool("create_entities", {"entities": [alice]})).is_error
+        postgres_server.restart()
+        after = await client.call_tool("read_graph", {})  # the dropped connection is replaced, the call answered
+        assert not after.is_error and [e["name"] for e in after.structured_content["entities"]] == ["Alice"]
+        postgres_server.stop()
+        try:
+            down = await client.call_tool("create_entities", {"entities": [{**alice, "name": "Bob"}]})
+            assert down.is_error and "cannot reach the PostgreSQL database" in down.content[0].text
+        finally:
+            postgres_server.start()
+        back = await client.call_tool("create_entities", {"entities": [{**alice, "name": "Bob"}]})
+        assert not back.is_error
+        names = [e["name"] for e in (await client.call_tool("read_graph", {})).structured_content["entities"]]
+        assert names == ["Alice", "Bob"]
+
+
+def test_a_server_sees_another_servers_commits_at_its_next_call(tmp_path: Path) -> None:
+    first, second = open_services(tmp_path), open_services(tmp_path)
+    first.graph.create_entities([Entity(name="Alice", entityType="person", observations=["tea"])])
+    assert [e.name for e in second.graph.search_nodes("tea").entities] == ["Alice"]
+    second.graph.delete_entities(["Alice"])
+    assert first.graph.read_graph().entities == []
+    assert [e["op"] for e in first.store.events()] == ["create_entities", "delete_entities"]
+
+
+def spawn(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.memory_graph.workers", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+def test_eight_processes_times_two_hundred_parallel_writes_lose_nothing(tmp_path: Path) -> None:
+    processes, writes, threads = 8, 200, 4
+    services = open_services(tmp_path)
+    services.graph.create_entities([Entity(name="shared", entityType="counter", observations=[])])
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    env = {"MEMORY_DATABASE_URL": url}
+    children = [
+        spawn("concurrent", str(tmp_path), str(w), str(writes), str(threads), env=env) for w in range(processes)
+    ]
+    for child in children:
+        out, _ = child.communicate(timeout=600)
+        assert child.returncode == 0 and out.strip() == "done"
+    tags = {f"w{w}-{i}" for w in range(processes) for i in range(writes)}
+    again = open_services(tmp_path, max_response_chars=10**9)
+    assert {e.name for e in again.graph.open_nodes(sorted(tags)).entities} == tags
+    shared = again.graph.open_nodes(["shared"]).entities[0].observations
+    assert len(shared) == len(set(shared)) == processes * writes and set(shared) == tags
+    assert sql(url, "SELECT count(*) FROM memory_graph_records WHERE collection = 'memory'") == [(len(tags) + 1,)]
+    replayed = replay_history(again.store)
+    assert len(replayed[MEMORY]) == len(tags) + 1
