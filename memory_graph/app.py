@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lessons.model import stored_lesson_problem
@@ -61,12 +61,28 @@ def open_database(url: str, store_name: str = "default") -> StoreEngine:
     )
 
 
-def build_services(settings: Settings) -> Services:
-    store: StoreEngine
+def store_for(settings: Settings) -> StoreEngine:
+    """The store the settings name: a database when MEMORY_DATABASE_URL is set, else the files."""
     if settings.database_url is not None:
-        store = open_database(settings.database_url, settings.store_name)
-    else:
-        store = open_store(settings.memory_file, settings.lesson_file, settings.shard_lines, settings.history_file)
+        return open_database(settings.database_url, settings.store_name)
+    return open_store(settings.memory_file, settings.lesson_file, settings.shard_lines, settings.history_file)
+
+
+def migration_target(settings: Settings, target: str) -> Settings:
+    """The settings of a `migrate --to` target: a PostgreSQL URL, or a memory file (lessons and history beside it,
+    named as for any memory file)."""
+    if target.startswith(("postgresql://", "postgres://")):
+        return replace(settings, database_url=target)
+    memory_file = Path(target).expanduser().absolute()
+    if memory_file.is_dir():
+        memory_file = memory_file / "memory.json"
+    return replace(
+        settings, database_url=None, memory_file=memory_file, lesson_file=memory_file.with_name("lesson.json")
+    )
+
+
+def build_services(settings: Settings) -> Services:
+    store = store_for(settings)
     graph = GraphService(store, settings.max_response_chars)
     lessons = LessonService(store, graph)
     return Services(settings, store, graph, lessons, HistoryService(store, graph))

@@ -1,4 +1,5 @@
-"""The command line: `memory-graph [serve|import|export|stats|check|repair|compact] ...` (serve is the default).
+"""The command line: `memory-graph [serve|import|export|stats|check|repair|compact|migrate] ...` (serve is the
+default).
 
 A thin adapter: it parses flags, calls the store or a service, and prints. Only `serve` imports the MCP SDK.
 Logs go to stderr; on stdio, stdout carries nothing but the protocol.
@@ -19,12 +20,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memory_graph import __version__
-from memory_graph.app import Services, build_services
+from memory_graph.app import Services, build_services, migration_target, store_for
 from memory_graph.config import Settings, port_number
 from memory_graph.errors import InvalidInputError, MemoryGraphError, StorageError
 from memory_graph.export import FORMATS, render
 from memory_graph.graph import ImportSummary
-from memory_graph.storage import atomic_write, files_to_import, read_source
+from memory_graph.storage import atomic_write, copy_records, files_to_import, read_source
 
 log = logging.getLogger("memory_graph")
 
@@ -63,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("repair", help="set aside bad and duplicate lines, finish or set aside a broken commit")
     compact = commands.add_parser("compact", help="drop change history older than MEMORY_HISTORY_DAYS (or --days)")
     compact.add_argument("--days", type=int, help="keep this many days of history (overrides MEMORY_HISTORY_DAYS)")
+    migrating = commands.add_parser(
+        "migrate",
+        help="copy the whole store (graph, lessons, history) into an empty one: a PostgreSQL URL or a memory file; "
+        "verifies the counts and leaves this store untouched",
+    )
+    migrating.add_argument("--to", required=True, metavar="TARGET", help="postgresql://... or /path/memory.json")
     return parser
 
 
@@ -92,7 +99,10 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
 
     app = build_app(settings)
     # Said at every start (stderr; stdout is the protocol's): which files this server reads and writes.
-    log.warning("memory-graph %s: memory %s, lessons %s", __version__, settings.memory_file, settings.lesson_file)
+    if settings.database_url is None:
+        log.warning("memory-graph %s: memory %s, lessons %s", __version__, settings.memory_file, settings.lesson_file)
+    else:
+        log.warning("memory-graph %s: memory in %s", __version__, app.services.store.location)
     if args.transport == "stdio":
         from memory_graph.stdio import run_stdio
 
@@ -144,8 +154,7 @@ def stats(services: Services, args: argparse.Namespace) -> int:
         span = services.history.span()
         out["history"] = {k: v for k, v in out["history"].items() if k in ("shards", "bytes")}
         out["history"].update(events=span.events, oldestChange=span.oldest, newestChange=span.newest)
-    print(json.dumps(out, indent=2, ensure_ascii=False))
-    return 0
+    return write_stdout(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
 
 
 def compact(services: Services, args: argparse.Namespace) -> int:
@@ -235,7 +244,32 @@ def report_problems(what: str, problems: list[str], shown: int = 50) -> None:
         print(f"  ... and {len(problems) - shown} more", file=sys.stderr)
 
 
+def migrate(services: Services, args: argparse.Namespace) -> int:
+    target_settings = migration_target(services.settings, args.to)
+    source, target = services.store, store_for(target_settings)
+    if target.location == source.location:
+        raise InvalidInputError(f"--to {args.to} is this store itself; name another database or file")
+    try:
+        copied = copy_records(source, target)
+    finally:
+        target.close()
+    reopened = store_for(target_settings)
+    try:
+        with reopened.reading():
+            held = {name: len(c.locations) for name, c in reopened.collections.items()}
+    finally:
+        reopened.close()
+    wrong = {name: (count, held.get(name, 0)) for name, count in copied.items() if held.get(name, 0) != count}
+    if wrong:
+        shown = ", ".join(f"{name}: {want} in the source, {got} in the target" for name, (want, got) in wrong.items())
+        raise StorageError(f"the copy in {reopened.location} does not match ({shown}); the source is unchanged")
+    counts = ", ".join(f"{count} {name}" for name, count in copied.items())
+    print(f"copied {counts} records from {source.location} to {reopened.location}; counts verified")
+    return 0
+
+
 ADMIN = {
+    "migrate": migrate,
     "check": check,
     "repair": repair,
     "stats": stats,

@@ -180,8 +180,8 @@ class App:
             self.store.open()
             self.graph.warm_up()
         except MemoryGraphError as exc:
+            # The first call reports it too, and retries: a database that comes back is used from then on.
             log.error("could not load the memory: %s", exc)
-            return
         self.subscriptions.watch(self.store.poll)
 
 

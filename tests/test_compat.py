@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needed
+from tests.conftest import engine_env, needed
 
 ROOT = Path(__file__).resolve().parents[1]
 DIFFER = ROOT.parent / "shared" / "tools" / "differ.py"
@@ -19,8 +19,10 @@ REFERENCE = (
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("each_engine")
 @pytest.mark.parametrize("seed", [11, 12])
 def test_random_call_sequences_match_the_reference(seed: int, tmp_path: Path) -> None:
+    """On the files and on PostgreSQL (MEMORY_DATABASE_URL, which the reference ignores)."""
     needed(DIFFER.exists(), f"the shared differ is not at {DIFFER}")
     needed(
         REFERENCE.exists() and shutil.which("node") is not None,
@@ -48,7 +50,7 @@ def test_random_call_sequences_match_the_reference(seed: int, tmp_path: Path) ->
         text=True,
         timeout=600,
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "MEMORY_TOOLS": "graph", "PYTHONPATH": str(ROOT)},
+        env={"PATH": "/usr/bin:/bin", "MEMORY_TOOLS": "graph", "PYTHONPATH": str(ROOT), **engine_env(tmp_path)},
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "0 divergences" in run.stdout

@@ -226,3 +226,15 @@ def test_each_example_is_valid_json_pointing_at_a_real_command(path: Path) -> No
 def test_the_claude_code_example_adds_the_console_script() -> None:
     script = (ROOT / "examples" / "claude-code.sh").read_text(encoding="utf-8")
     assert re.search(r"claude mcp add memory .*MEMORY_FILE_PATH=.* -- memory-graph$", script, re.MULTILINE)
+
+
+def test_the_team_compose_example_runs_postgres_and_two_servers_behind_the_token() -> None:
+    text = (ROOT / "examples" / "compose.yaml").read_text(encoding="utf-8")
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert "image: docker.io/library/postgres:15" in text and "condition: service_healthy" in text
+    assert re.search(r"^  memory-a: &memory-server$", text, re.MULTILINE)
+    assert re.search(r"^  memory-b:\n    <<: \*memory-server$", text, re.MULTILINE)
+    assert "MEMORY_DATABASE_URL: postgresql://memory:${POSTGRES_PASSWORD}@postgres:5432/memory" in text
+    assert "MEMORY_AUTH_TOKEN: ${MEMORY_AUTH_TOKEN:?" in text  # compose refuses to start without a token
+    assert "EXTRAS: postgres" in text and 'ARG EXTRAS=""' in dockerfile and "$extras" in dockerfile
+    assert '"8001:8000"' in text and '"8002:8000"' in text and '"--host", "0.0.0.0"' in text

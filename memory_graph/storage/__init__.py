@@ -28,7 +28,7 @@ from memory_graph.storage.codec import (
     record_key,
     relation_key,
 )
-from memory_graph.storage.engine import ChangeListener, StoreEngine, Transaction
+from memory_graph.storage.engine import ChangeListener, StoreEngine, Transaction, copy_records
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
 from memory_graph.storage.store import Store
@@ -44,6 +44,7 @@ __all__ = [
     "StoreEngine",
     "Transaction",
     "atomic_write",
+    "copy_records",
     "entity_key",
     "files_to_import",
     "merge_records",

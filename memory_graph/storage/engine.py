@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from memory_graph.errors import ConflictError
 from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import HISTORY, Key
 from memory_graph.storage.history_log import change_events
@@ -168,6 +169,29 @@ class StoreEngine(ABC):
             listeners = self._history_listeners if collection == HISTORY else self._listeners
             for listener in listeners:
                 listener.records_changed(collection, removed, upserted)
+
+
+def copy_records(source: StoreEngine, target: StoreEngine) -> dict[str, int]:
+    """Copy every record of every collection (the history's own events included) into an empty store, in one
+    commit that records no new events; returns how many records each collection holds in the source.
+
+    The source is only read. The target must be empty: a migration is a copy, not a merge (import merges)."""
+    with source.reading():
+        records = {name: list(collection.all_records()) for name, collection in source.collections.items()}
+    with target.transaction(operation="migrate", record_history=False) as tx:
+        held = sum(len(c.locations) for c in target.collections.values())
+        if held:
+            raise ConflictError(
+                f"{target.location} already holds {held} records; migrate copies into an empty store only. "
+                "Choose an empty target, or use `memory-graph import` to merge an export into it."
+            )
+        missing = [name for name in records if records[name] and name not in target.collections]
+        if missing:
+            raise ConflictError(f"{target.location} keeps no {', '.join(missing)} collection; nothing was copied")
+        for name, rows in records.items():
+            for record in rows:
+                tx.upsert(name, record)
+    return {name: len(rows) for name, rows in records.items()}
 
 
 def public_caller() -> str:

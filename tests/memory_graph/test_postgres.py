@@ -16,6 +16,8 @@ import psycopg
 import pytest
 from mcp import Client
 
+from lessons.model import LessonInput
+from memory_graph.app import services_for_folder
 from memory_graph.errors import StorageError
 from memory_graph.graph import LESSONS, MEMORY
 from memory_graph.history import replay_history
@@ -196,3 +198,42 @@ def test_eight_processes_times_two_hundred_parallel_writes_lose_nothing(tmp_path
     assert sql(url, "SELECT count(*) FROM memory_graph_records WHERE collection = 'memory'") == [(len(tags) + 1,)]
     replayed = replay_history(again.store)
     assert len(replayed[MEMORY]) == len(tags) + 1
+
+
+def test_migrate_copies_files_to_the_database_and_back_verified_leaving_the_source_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memory_graph.cli import main
+
+    files = tmp_path / "files"
+    source = services_for_folder(files, shard_lines=3)
+    source.graph.create_entities([Entity(name=f"E{i}", entityType="t", observations=[f"o{i}"]) for i in range(8)])
+    source.graph.create_relations([Relation.model_validate({"from": "E1", "to": "E2", "relationType": "knows"})])
+    source.graph.delete_entities(["E5"])
+    source.lessons.create_lesson(LessonInput(name="PORT", errorPattern={"type": "network", "message": "EADDRINUSE"}))
+    before = {p.name: p.read_bytes() for p in files.iterdir()}
+    url = Engine.database_url(tmp_path / "db")
+    assert url is not None
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(files / "memory.json"))
+    monkeypatch.setenv("MEMORY_SHARD_LINES", "3")
+    assert main(["export"]) == 0
+    exported = capsys.readouterr().out
+    assert main(["migrate", "--to", url]) == 0
+    assert "counts verified" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in files.iterdir()} == before
+    assert main(["migrate", "--to", url]) == 1  # a copy goes into an empty store only
+    assert "already holds" in capsys.readouterr().err
+    monkeypatch.setenv("MEMORY_DATABASE_URL", url)
+    assert main(["export"]) == 0
+    assert capsys.readouterr().out == exported
+    assert main(["check"]) == 0
+    back = tmp_path / "back" / "memory.json"
+    back.parent.mkdir()
+    assert main(["migrate", "--to", str(back)]) == 0
+    monkeypatch.delenv("MEMORY_DATABASE_URL")
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(back))
+    capsys.readouterr()
+    assert main(["export"]) == 0
+    assert capsys.readouterr().out == exported
+    restored = services_for_folder(back.parent)
+    assert restored.store.events() == source.store.events()  # the history came along, event for event
