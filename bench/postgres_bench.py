@@ -1,0 +1,175 @@
+"""The PostgreSQL engine beside the JSON Lines files, in one run: cold start to the first search answer, and
+one-entity writes and searches once warm.
+
+For each size, N entities (3 observations each) and 2N relations are written straight to storage: the official
+memory file for the files engine, the same records copied (COPY) into the tables for PostgreSQL. Then, for each
+engine in turn (alternating, so drift on a shared machine hits both):
+- cold start: a server is spawned on stdio, sent `initialize` and `search_nodes`, timed from spawn to the answer;
+- warm calls, in process: create_entities of one new entity and search_nodes for a rare word, p50 and p95.
+
+    .venv/bin/python bench/postgres_bench.py --sizes 1000,100000 --runs 3
+    .venv/bin/python bench/postgres_bench.py --sizes 1000000 --runs 1 --calls 100
+
+It uses MEMORY_TEST_DATABASE_URL's server when set, else starts a throwaway one (tests/postgres_server.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.startup_bench import request, rss_kb, write_memory  # noqa: E402
+from memory_graph.app import services_for_folder  # noqa: E402
+from memory_graph.model import Entity  # noqa: E402
+from memory_graph.storage import PostgresStore, encode_key, record_key  # noqa: E402
+from tests import postgres_server  # noqa: E402
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    return server_url.rsplit("/", 1)[0] + "/" + name
+
+
+def load_database(url: str, memory: Path) -> None:
+    """The memory file's records copied straight into the tables (the schema made by the server's own code)."""
+    store = PostgresStore(url, ["memory", "lesson"])
+    store.open()
+    store.close()
+    with psycopg.connect(url) as conn, conn.cursor() as cursor:
+        with (
+            cursor.copy(
+                "COPY memory_graph_records (store, collection, key, entity_name, position, record) FROM STDIN"
+            ) as copy,
+            open(memory, encoding="utf-8") as lines,
+        ):
+            seen: set[str] = set()  # the generator repeats a relation now and then; the files merge copies on read
+            for position, line in enumerate(lines):
+                record = json.loads(line)
+                key = encode_key(record_key(record))
+                if key in seen:
+                    continue
+                seen.add(key)
+                name = record["name"] if record["type"] == "entity" else None
+                copy.write_row(("default", "memory", key, name, position, line.strip()))
+        cursor.execute("SELECT setval('memory_graph_position', (SELECT max(position) FROM memory_graph_records))")
+        cursor.execute("ANALYZE memory_graph_records")
+
+
+def cold_start(env: dict[str, str]) -> tuple[float, int]:
+    """Seconds from spawn to the first search_nodes answer, and RSS (KiB) after it."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memory_graph"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), **env},
+    )
+    try:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+        request(process, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        assert process.stdin is not None
+        process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        call = {"name": "search_nodes", "arguments": {"query": "topic42"}}
+        answer = request(process, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        assert "result" in answer and not answer["result"].get("isError"), answer
+        return time.perf_counter() - started, rss_kb(process.pid)
+    finally:
+        process.kill()
+        process.wait()
+
+
+def warm_calls(folder: Path, url: str | None, calls: int, tag: str) -> dict[str, list[float]]:
+    services = services_for_folder(folder, database_url=url)
+    services.store.open()
+    graph = services.graph
+    graph.warm_up()
+    times: dict[str, list[float]] = {"create_entities ms": [], "search_nodes ms": []}
+    for i in range(calls):
+        started = time.perf_counter()
+        graph.create_entities([Entity(name=f"{tag} new {i}", entityType="bench", observations=[f"note {i}"])])
+        times["create_entities ms"].append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        graph.search_nodes(f"topic{i % 1000}")
+        times["search_nodes ms"].append((time.perf_counter() - started) * 1000)
+    services.store.close()
+    return times
+
+
+def p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,100000")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+    given = os.environ.get("MEMORY_TEST_DATABASE_URL", "").strip()
+    server = None if given else postgres_server.create()
+    server_url = given or (server.url if server else "")
+    results: dict[str, Any] = {}
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            with tempfile.TemporaryDirectory() as folder:
+                source = Path(folder) / "source.jsonl"
+                write_memory(source, size)
+                url = fresh_database(server_url, f"bench_{size}")
+                started = time.perf_counter()
+                load_database(url, source)
+                print(
+                    f"\n== {size} entities, {2 * size} relations (copied into PostgreSQL in "
+                    f"{time.perf_counter() - started:.1f} s) =="
+                )
+                figures: dict[str, dict[str, list[float]]] = {"files": {}, "postgresql": {}}
+                for run in range(args.runs):
+                    for engine in figures:
+                        run_folder = Path(folder) / f"{engine}-{run}"
+                        run_folder.mkdir()
+                        if engine == "files":
+                            (run_folder / "memory.json").write_bytes(source.read_bytes())
+                            env = {"MEMORY_FILE_PATH": str(run_folder / "memory.json")}
+                        else:
+                            env = {"MEMORY_DATABASE_URL": url}
+                        seconds, rss = cold_start(env)
+                        row = figures[engine]
+                        row.setdefault("first search_nodes s", []).append(seconds)
+                        row.setdefault("RSS after it MB", []).append(rss / 1024)
+                        warm = warm_calls(run_folder, env.get("MEMORY_DATABASE_URL"), args.calls, f"r{run}")
+                        for metric, values in warm.items():
+                            row.setdefault(f"{metric} p50", []).append(p(values, 0.5))
+                            row.setdefault(f"{metric} p95", []).append(p(values, 0.95))
+                medians = {e: {k: statistics.median(v) for k, v in row.items()} for e, row in figures.items()}
+                results[str(size)] = medians
+                print(f"{'metric (median of runs)':32}{'files':>14}{'postgresql':>14}{'ratio':>10}")
+                for metric in medians["files"]:
+                    a, b = medians["files"][metric], medians["postgresql"][metric]
+                    print(f"{metric:32}{a:>14.2f}{b:>14.2f}{b / a if a else float('nan'):>10.2f}")
+    finally:
+        if server is not None:
+            server.stop("immediate")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
