@@ -265,6 +265,9 @@ class LessonMetadata(BaseModel):
     successRate: float
     recentSuccesses: float
     recentAttempts: float
+    project: str | None = Field(
+        default=None, description="The project the lesson was written in (lessons are shared by every project)"
+    )
 
 
 class Lesson(BaseModel):

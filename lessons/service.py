@@ -74,9 +74,10 @@ def statistic_of(record: dict[str, Any]) -> float:
 
 
 class LessonService:
-    def __init__(self, store: StoreEngine, names: EntityTypes) -> None:
+    def __init__(self, store: StoreEngine, names: EntityTypes, project: str | None = None) -> None:
         self.store = store
         self.names = names
+        self.project = project  # recorded on the lessons written here; preferred at equal relevance
         self.records: dict[str, dict[str, Any]] = {}
         self.index = LessonIndex()
         store.add_listener(self)
@@ -92,6 +93,13 @@ class LessonService:
             if record.get("type") == "entity":
                 self.records[record["name"]] = record
                 self.index.put(record)
+
+    def _elsewhere(self, name: str) -> bool:
+        """Whether a lesson came from another project (it ranks after this project's at equal relevance)."""
+        if self.project is None:
+            return False
+        meta = self.records[name].get("metadata")
+        return not isinstance(meta, dict) or meta.get("project") != self.project
 
     def _unknown_lesson(self, name: str, other: str | None) -> NotFoundError:
         """Why `name` is no lesson, with a "did you mean": call it outside the store's lock (it reads a copy of
@@ -158,6 +166,7 @@ class LessonService:
                     "successRate": rate,
                     "recentSuccesses": float(successes),
                     "recentAttempts": float(given.frequency),
+                    **({"project": self.project} if self.project else {}),
                 },
             }
             created = lesson_of(record)
@@ -212,7 +221,9 @@ class LessonService:
                 if (chance := confidence(FIND_CONFIDENCE, score, margin, size)) >= FIND_MIN_CONFIDENCE
                 and score >= FIND_THRESHOLD
             ]
-            top = best_first(sure, lambda s: (-round(s[0], 4), -s[1], s[2]), lambda s: s[0], limit)
+            top = best_first(
+                sure, lambda s: (-round(s[0], 4), self._elsewhere(s[2]), -s[1], s[2]), lambda s: s[0], limit
+            )
             matches = [
                 LessonMatch(
                     name=name,
@@ -250,7 +261,12 @@ class LessonService:
                 statistic = statistic_of(self.records[name])
                 line = winner.text if winner is not None else ""
                 ranked.append((combined_score(relevance, statistic), relevance, statistic, name, line))
-            top = best_first(self._sure(ranked), lambda r: (-round(r[0], 4), -r[1], r[3]), lambda r: r[0], limit)
+            top = best_first(
+                self._sure(ranked),
+                lambda r: (-round(r[0], 4), self._elsewhere(r[3]), -r[1], r[3]),
+                lambda r: r[0],
+                limit,
+            )
             results = [
                 Recommendation(
                     name=name,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from lessons.model import stored_lesson_problem
 from lessons.service import LessonService
-from memory_graph.config import Settings
-from memory_graph.errors import StorageError
+from memory_graph.config import AUTO_PROJECT, DEFAULT_STORE, Settings
+from memory_graph.errors import InvalidInputError, StorageError
 from memory_graph.graph import LESSONS, MEMORY, GraphService
 from memory_graph.history import HistoryService
 from memory_graph.storage import Store, StoreEngine
@@ -43,8 +43,9 @@ def open_store(
     )
 
 
-def open_database(url: str, store_name: str = "default") -> StoreEngine:
-    """The store of one memory in PostgreSQL (the `postgres` extra): the same collections as the files."""
+def open_database(url: str, store_name: str = DEFAULT_STORE, lesson_store: str | None = None) -> StoreEngine:
+    """The store of one memory in PostgreSQL (the `postgres` extra): the same collections as the files, the
+    lessons in `lesson_store` (the store every project shares) when given."""
     try:
         from memory_graph.storage import PostgresStore
     except ImportError as exc:
@@ -56,6 +57,7 @@ def open_database(url: str, store_name: str = "default") -> StoreEngine:
         url,
         [MEMORY, LESSONS],
         store_name=store_name,
+        collection_stores={LESSONS: lesson_store or store_name},
         record_checks={LESSONS: stored_lesson_problem},
         actor=f"memory-graph pid {os.getpid()} on {socket.gethostname()}",
     )
@@ -63,8 +65,13 @@ def open_database(url: str, store_name: str = "default") -> StoreEngine:
 
 def store_for(settings: Settings) -> StoreEngine:
     """The store the settings name: a database when MEMORY_DATABASE_URL is set, else the files."""
+    if settings.project == AUTO_PROJECT:
+        raise InvalidInputError(
+            "MEMORY_PROJECT=auto: no project has been chosen for this connection yet; it is chosen from the "
+            "client's roots or the working directory when the first call arrives"
+        )
     if settings.database_url is not None:
-        return open_database(settings.database_url, settings.store_name)
+        return open_database(settings.database_url, settings.store_name, settings.lesson_store_name)
     return open_store(settings.memory_file, settings.lesson_file, settings.shard_lines, settings.history_file)
 
 
@@ -84,7 +91,7 @@ def migration_target(settings: Settings, target: str) -> Settings:
 def build_services(settings: Settings) -> Services:
     store = store_for(settings)
     graph = GraphService(store, settings.max_response_chars)
-    lessons = LessonService(store, graph)
+    lessons = LessonService(store, graph, settings.project)
     return Services(settings, store, graph, lessons, HistoryService(store, graph))
 
 

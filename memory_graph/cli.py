@@ -99,10 +99,15 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
 
     app = build_app(settings)
     # Said at every start (stderr; stdout is the protocol's): which files this server reads and writes.
-    if settings.database_url is None:
-        log.warning("memory-graph %s: memory %s, lessons %s", __version__, settings.memory_file, settings.lesson_file)
+    if app.selection.pending:
+        log.warning("memory-graph %s: the project is chosen per connection (MEMORY_PROJECT=auto)", __version__)
+    elif settings.database_url is None:
+        project = f" (project {settings.project})" if settings.project else ""
+        log.warning(
+            "memory-graph %s: memory %s, lessons %s%s", __version__, settings.memory_file, settings.lesson_file, project
+        )
     else:
-        log.warning("memory-graph %s: memory in %s", __version__, app.services.store.location)
+        log.warning("memory-graph %s: memory in %s", __version__, app.store.location)
     if args.transport == "stdio":
         from memory_graph.stdio import run_stdio
 

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memory_graph.errors import InvalidInputError
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 TOOLSETS = ("graph", "lessons")
+AUTO_PROJECT = "auto"
+DEFAULT_STORE = "default"
+LESSON_SCOPES = ("shared", "project")
+PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Names a store may not take: our own words, and names Windows reserves for devices (a synced folder would break).
+RESERVED_PROJECTS = frozenset(
+    {AUTO_PROJECT, DEFAULT_STORE, "projects", "con", "prn", "aux", "nul"}
+    | {f"{device}{n}" for device in ("com", "lpt") for n in range(10)}
+)
 
 # name -> (default shown in the README, description). tests/test_docs.py keeps the README complete.
 ENVIRONMENT = {
@@ -27,6 +38,23 @@ ENVIRONMENT = {
         "unset (the JSON Lines files)",
         "`postgresql://user:password@host:5432/dbname`: keep everything in PostgreSQL instead of the files (the "
         "`postgres` extra). Any number of servers, on any hosts, may share one database.",
+    ),
+    "MEMORY_PROJECT": (
+        "unset (the default store)",
+        "A named store of its own for this server: `<name>` (letters, digits, `.`, `_`, `-`; up to 64), kept in "
+        "`projects/<name>/` beside the memory file (or as store `<name>` of the database); `auto` chooses it from "
+        "the client's roots, else the working directory's git repository. Never falls back to another store.",
+    ),
+    "MEMORY_LESSONS": (
+        "`shared`",
+        "`shared`: one lesson store for every project (each lesson records the project it came from); "
+        "`project`: each project keeps its own lessons.",
+    ),
+    "MEMORY_AUTH_TOKENS": (
+        "unset",
+        'HTTP only: tokens bound to projects, as JSON (`{"<token>": ["alpha", "beta"], "<admin>": "*"}`), '
+        "or the path of a file holding it. A token may use `/mcp/<project>` only for its projects (403 otherwise); "
+        "`default` in a list allows the default store at `/mcp`.",
     ),
     "MEMORY_SHARD_LINES": ("`1000`", "Most lines one shard file holds."),
     "MEMORY_HISTORY_DAYS": (
@@ -78,6 +106,62 @@ def port_number(raw: str, name: str) -> int:
     return value
 
 
+def project_name(raw: str, source: str) -> str:
+    """A store name that cannot leave the data folder, or an error saying what is allowed (`source` names where
+    the name came from: an environment variable, a flag, a URL path)."""
+    name = raw.strip()
+    if not PROJECT_NAME.fullmatch(name) or name.endswith("."):
+        raise InvalidInputError(
+            f"{source}={name!r} is not a project name: use 1 to 64 letters, digits, '.', '_' or '-', starting with "
+            "a letter or digit (no '/', no '..', no absolute path), for example my-app"
+        )
+    if name.lower() in RESERVED_PROJECTS:
+        raise InvalidInputError(
+            f"{source}={name!r} is a reserved name; choose another project name "
+            f"(unset {source} for the default store, or use {AUTO_PROJECT} to choose it from the client)"
+            if name.lower() in (AUTO_PROJECT, DEFAULT_STORE)
+            else f"{source}={name!r} is a reserved name (a device name on Windows); choose another project name"
+        )
+    return name
+
+
+def project_tokens(raw: str, cwd: Path) -> dict[str, frozenset[str] | None]:
+    """MEMORY_AUTH_TOKENS: token -> the projects it may use (None: all). JSON, or a file holding it."""
+    text = raw.strip()
+    if not text:
+        return {}
+    if not text.startswith("{"):
+        path = resolve_path(text, cwd)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInputError(
+                f"MEMORY_AUTH_TOKENS names the file {path}, which cannot be read ({exc.strerror}); give a JSON "
+                'object such as {"<token>": ["alpha"]} or the path of a file holding one'
+            ) from None
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f"MEMORY_AUTH_TOKENS is not valid JSON ({exc})") from None
+    if not isinstance(parsed, dict) or not parsed:
+        raise InvalidInputError('MEMORY_AUTH_TOKENS must be a JSON object such as {"<token>": ["alpha", "beta"]}')
+    tokens: dict[str, frozenset[str] | None] = {}
+    for token, projects in parsed.items():
+        if len(token) < 16:
+            raise InvalidInputError("MEMORY_AUTH_TOKENS: every token must be at least 16 characters (a random secret)")
+        if projects == "*":
+            tokens[token] = None
+        elif isinstance(projects, list) and projects and all(isinstance(p, str) for p in projects):
+            tokens[token] = frozenset(
+                p if p == DEFAULT_STORE else project_name(p, "MEMORY_AUTH_TOKENS project") for p in projects
+            )
+        else:
+            raise InvalidInputError(
+                'MEMORY_AUTH_TOKENS: each token maps to a list of project names or "*" (all of them)'
+            )
+    return tokens
+
+
 def database_url(raw: str) -> str | None:
     """MEMORY_DATABASE_URL checked for its scheme (what is behind it is checked when the store opens)."""
     url = raw.strip()
@@ -116,7 +200,41 @@ class Settings:
     log_level: str = "WARNING"
     history_days: int = 0  # 0: keep every change event
     database_url: str | None = None  # None: the JSON Lines files
-    store_name: str = "default"  # which store of the database (one database may hold several)
+    store_name: str = DEFAULT_STORE  # which store of the database (one database may hold several)
+    project: str | None = None  # None: the default store; AUTO_PROJECT: chosen per connection; else a name
+    lessons_scope: str = "shared"
+    project_tokens: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    home_files: tuple[Path, Path] | None = None  # the default store's memory and lesson files, once on a project
+
+    @property
+    def data_folder(self) -> Path:
+        """Where the default store's files are; named stores live in its `projects/` folder."""
+        return (self.home_files[0] if self.home_files else self.memory_file).parent
+
+    @property
+    def lesson_store_name(self) -> str:
+        """The database store that holds this server's lessons (shared: the default store's)."""
+        return self.store_name if self.lessons_scope == "project" else DEFAULT_STORE
+
+    def for_project(self, name: str | None) -> Settings:
+        """These settings on one named store (None: the default store): its own memory and history, and the
+        shared lessons unless MEMORY_LESSONS=project."""
+        home = self.home_files or (self.memory_file, self.lesson_file)
+        if name is None:
+            memory_file, lesson_file = home
+            return replace(
+                self, project=None, store_name=DEFAULT_STORE, memory_file=memory_file, lesson_file=lesson_file
+            )
+        folder = self.data_folder / "projects" / name
+        lesson_file = home[1] if self.lessons_scope == "shared" else folder / "lesson.json"
+        return replace(
+            self,
+            project=name,
+            store_name=name,
+            memory_file=folder / "memory.json",
+            lesson_file=lesson_file,
+            home_files=home,
+        )
 
     @property
     def history_file(self) -> Path:
@@ -160,8 +278,21 @@ class Settings:
         level = env.get("MEMORY_LOG_LEVEL", "WARNING").strip().upper() or "WARNING"
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise InvalidInputError(f"MEMORY_LOG_LEVEL={level!r} is not valid; use DEBUG, INFO, WARNING or ERROR")
-        return cls(
+        raw_project = env.get("MEMORY_PROJECT", "").strip()
+        project = (
+            None
+            if not raw_project
+            else AUTO_PROJECT
+            if raw_project == AUTO_PROJECT
+            else project_name(raw_project, "MEMORY_PROJECT")
+        )
+        scope = env.get("MEMORY_LESSONS", "").strip().lower() or "shared"
+        if scope not in LESSON_SCOPES:
+            raise InvalidInputError(f"MEMORY_LESSONS={scope!r} is not valid; use shared (the default) or project")
+        settings = cls(
             database_url=database_url(env.get("MEMORY_DATABASE_URL", "")),
+            lessons_scope=scope,
+            project_tokens=project_tokens(env.get("MEMORY_AUTH_TOKENS", ""), cwd),
             memory_file=memory_file,
             lesson_file=lesson_file,
             shard_lines=_int(env, "MEMORY_SHARD_LINES", 1000, 1),
@@ -173,3 +304,6 @@ class Settings:
             log_level=level,
             history_days=_int(env, "MEMORY_HISTORY_DAYS", 0, 0),
         )
+        if project is None:
+            return settings
+        return settings.for_project(project) if project != AUTO_PROJECT else replace(settings, project=AUTO_PROJECT)

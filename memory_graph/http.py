@@ -18,6 +18,8 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import anyio
+import anyio.abc
 import h11
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -25,8 +27,9 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from memory_graph.config import LOOPBACK_HOSTS
+from memory_graph.config import DEFAULT_STORE, LOOPBACK_HOSTS, project_name
 from memory_graph.errors import InvalidInputError
+from memory_graph.projects import ALLOWED_PROJECTS
 
 if TYPE_CHECKING:
     from memory_graph.server import App
@@ -86,12 +89,139 @@ def check_binding(host: str, token: str | None) -> None:
 
 
 def http_app(app: App, host: str) -> ASGIApp:
-    """The ASGI application: the SDK's streamable HTTP app, behind the token check when a token is set."""
-    check_binding(host, app.settings.auth_token)
-    asgi: ASGIApp = app.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    if app.settings.auth_token:
-        asgi = BearerTokenMiddleware(asgi, app.settings.auth_token)
-    return asgi
+    """The ASGI application: `/mcp` serves the server's own store, `/mcp/<project>` each project's, behind the
+    token check when tokens are set."""
+    settings = app.base_settings
+    check_binding(host, settings.auth_token or next(iter(settings.project_tokens), None))
+    return ProjectRouter(app, host)
+
+
+def _json_response(status: int, error: str, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> Any:
+    body = json.dumps({"error": error, "message": message}).encode()
+    start = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *(headers or []),
+        ],
+    }
+    return start, {"type": "http.response.body", "body": body}
+
+
+class ProjectRouter:
+    """One MCP server per store: `/mcp` for the default store (or the pinned project), `/mcp/<project>` for a
+    project, each built at its first request and kept running until shutdown.
+
+    Tokens: MEMORY_AUTH_TOKEN opens every path; a MEMORY_AUTH_TOKENS token opens only its projects (`default` is
+    the store at `/mcp`), anything else is 403. A request for a project name that is not valid is 404 and opens
+    nothing. Each sub-server's session manager runs in a task of this router's lifespan."""
+
+    def __init__(self, app: App, host: str) -> None:
+        self.base = app
+        self.host = host
+        self.settings = app.base_settings
+        self.apps: dict[str | None, ASGIApp] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._stopping = anyio.Event()
+        self._starting = anyio.Lock()
+
+    # -- who may see what --------------------------------------------------------------------------------------
+    def allowed(self, header: bytes) -> frozenset[str] | bool | None:
+        """The projects a request's token opens (None: all of them), or False when it opens nothing."""
+        settings = self.settings
+        if not settings.auth_token and not settings.project_tokens:
+            return None
+        scheme, _, credentials = header.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        given = credentials.lstrip(b" ")
+        if settings.auth_token and hmac.compare_digest(given, settings.auth_token.encode()):
+            return None
+        opened: frozenset[str] | bool | None = False
+        for token, projects in settings.project_tokens.items():
+            if hmac.compare_digest(given, token.encode()):  # no early exit: every token is compared
+                opened = projects
+        return opened
+
+    # -- ASGI ----------------------------------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path: str = scope.get("path", "")
+        project: str | None
+        if path == MCP_PATH or path == MCP_PATH + "/":
+            project = None
+        elif path.startswith(MCP_PATH + "/"):
+            raw = path[len(MCP_PATH) + 1 :].rstrip("/")
+            try:
+                project = project_name(raw, "the project in the URL /mcp/<project>")
+            except InvalidInputError as exc:
+                await self._send(send, *_json_response(404, "not_found", str(exc)))
+                return
+        else:
+            await self._send(send, *_json_response(404, "not_found", f"MCP is served at {MCP_PATH} and /mcp/<project>"))
+            return
+        opened = self.allowed(dict(scope.get("headers") or []).get(b"authorization", b""))
+        if opened is False:
+            message = "send the header 'Authorization: Bearer <token>' (MEMORY_AUTH_TOKEN or one of MEMORY_AUTH_TOKENS)"
+            challenge = [(b"www-authenticate", b'Bearer realm="memory-graph"')]
+            await self._send(send, *_json_response(401, "unauthorized", message, challenge))
+            return
+        store = project or self.settings.project or DEFAULT_STORE
+        if isinstance(opened, frozenset) and store not in opened:
+            shown = ", ".join(sorted(opened))
+            message = f"this token may not use the project {store!r}; it opens only: {shown}"
+            await self._send(send, *_json_response(403, "forbidden", message))
+            return
+        target = await self._app_for(project)
+        await target({**scope, ALLOWED_PROJECTS: opened}, receive, send)
+
+    async def _send(self, send: Send, start: Any, body: Any) -> None:
+        await send(start)
+        await send(body)
+
+    async def _app_for(self, project: str | None) -> ASGIApp:
+        if project in self.apps:
+            return self.apps[project]
+        async with self._starting:
+            if project not in self.apps:
+                if self._task_group is None:
+                    raise RuntimeError("the HTTP server's lifespan has not started")
+                self.apps[project] = await self._task_group.start(self._serve, project)
+        return self.apps[project]
+
+    async def _serve(self, project: str | None, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run one store's MCP server (its session manager) until shutdown."""
+        from memory_graph.server import build_app
+
+        app = self.base if project is None else build_app(self.settings.for_project(project))
+        if project is not None:
+            log.warning("memory-graph: serving project %s at %s/%s", project, MCP_PATH, project)
+            app.start_loading()
+        path = MCP_PATH if project is None else f"{MCP_PATH}/{project}"
+        asgi = app.server.streamable_http_app(streamable_http_path=path, host=self.host)
+        async with asgi.router.lifespan_context(asgi):
+            task_status.started(asgi)
+            await self._stopping.wait()
+        app.subscriptions.stop()
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        async with anyio.create_task_group() as group:
+            self._task_group = group
+            await self._app_for(None)
+            await send({"type": "lifespan.startup.complete"})
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+            self._stopping.set()
+        await send({"type": "lifespan.shutdown.complete"})
 
 
 class HeaderTimeoutProtocol(H11Protocol):
@@ -173,7 +303,7 @@ def http_server(
         http_app(app, host),
         host=host,
         port=port,
-        log_level=app.settings.log_level.lower(),
+        log_level=app.base_settings.log_level.lower(),
         http=protocol_with_header_timeout(header_timeout),
         timeout_keep_alive=keep_alive_timeout,
     )

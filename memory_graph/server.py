@@ -10,12 +10,16 @@ import functools
 import json
 import logging
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, ParamSpec
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, cast
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError, NoBackChannelError
 from mcp.types import (
     CallToolResult,
     InputRequiredResult,
@@ -39,8 +43,8 @@ from lessons.model import (
 from lessons.service import MAX_CONTEXT_CHARS, LessonService
 from memory_graph import __version__, argument_errors, prompts
 from memory_graph.app import Services, build_services
-from memory_graph.config import Settings
-from memory_graph.errors import MemoryGraphError
+from memory_graph.config import AUTO_PROJECT, Settings
+from memory_graph.errors import InvalidInputError, MemoryGraphError
 from memory_graph.graph import GraphService
 from memory_graph.history import (
     MAX_HISTORY_LIMIT,
@@ -68,11 +72,13 @@ from memory_graph.model import (
     ObservationDeletion,
     Relation,
 )
+from memory_graph.projects import ALLOWED_PROJECTS, Projects, choose_project, list_projects
 from memory_graph.storage import StoreEngine
 from memory_graph.subscriptions import GraphSubscriptions
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
+ROOTS_TIMEOUT_SECONDS = 5.0
 
 GRAPH_INSTRUCTIONS = (
     "A long-term memory. The knowledge graph holds entities (people, organizations, projects, events) with "
@@ -114,6 +120,34 @@ class MemoryGraphServer(MCPServer):
     """MCPServer whose argument errors say which field, what was wrong and how to fix it, and which serves
     `resources/subscribe` for the graph resource like the official server."""
 
+    selection: "ConnectionServices | None" = None
+
+    async def choose_project(self, context: Context[Any, Any] | None) -> None:
+        """MEMORY_PROJECT=auto: choose this connection's store before its first request is served, from the
+        client's roots (roots/list, when the client offers them), else the working directory's repository."""
+        selection = self.selection
+        if selection is None or not selection.pending:
+            return
+        uris: list[str] = []
+        session = context.request_context.session if context is not None else None
+        if session is not None and session.client_capabilities is not None and session.client_capabilities.roots:
+            try:
+                with warnings.catch_warnings():  # roots are deprecated in 2026-07-28, and still what clients send
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    with anyio.fail_after(ROOTS_TIMEOUT_SECONDS):
+                        roots = await session.list_roots()
+                uris = [str(root.uri) for root in roots.roots]
+            except (MCPError, NoBackChannelError, TimeoutError) as exc:
+                log.info("the client did not list its roots (%s); using the working directory", exc)
+        try:
+            await anyio.to_thread.run_sync(selection.choose, uris, Path.cwd())
+        except MemoryGraphError as exc:
+            raise ToolError(str(exc)) from exc
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
+        await self.choose_project(context)
+        return await super().read_resource(uri, context)
+
     def serve_subscriptions(self, subscriptions: GraphSubscriptions) -> None:
         # MCPServer has no public hook for the handshake-era subscribe methods; the low-level server does.
         lowlevel = self._lowlevel_server
@@ -124,6 +158,7 @@ class MemoryGraphServer(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
+            await self.choose_project(context)
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
             raise
@@ -146,15 +181,71 @@ def tool_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
     return wrapper
 
 
+class ConnectionServices:
+    """The services of the store this server's connection uses: built at start for the default store or a
+    pinned project, or, with MEMORY_PROJECT=auto, when the first request arrives (from the client's roots, else
+    the working directory's repository). Until then no store is open, so nothing can fall back to another one."""
+
+    def __init__(self, settings: Settings, on_built: Callable[[Services], None]) -> None:
+        self.settings = settings
+        self._on_built = on_built
+        self._services: Services | None = None
+        self._lock = threading.Lock()
+        if settings.project != AUTO_PROJECT:
+            self._build(settings)
+
+    @property
+    def pending(self) -> bool:
+        return self._services is None
+
+    def get(self) -> Services:
+        if self._services is None:
+            raise InvalidInputError(
+                "MEMORY_PROJECT=auto: this connection's project is chosen at its first tool call; nothing was read"
+            )
+        return self._services
+
+    def choose(self, root_uris: list[str], cwd: Path) -> Services:
+        with self._lock:
+            if self._services is None:
+                chosen = choose_project(root_uris, cwd)
+                log.warning("memory-graph: project %s, chosen from %s", chosen.name, chosen.how)
+                services = self._build(self.settings.for_project(chosen.name))
+                services.store.open()
+            return self.get()
+
+    def _build(self, settings: Settings) -> Services:
+        services = build_services(settings)
+        self._on_built(services)
+        self._services = services
+        return services
+
+
+class Deferred:
+    """Stands for one service of the connection's project, which `MEMORY_PROJECT=auto` chooses only when the
+    first request arrives: the tools are registered once, on this, and reach the chosen service."""
+
+    def __init__(self, resolve: Callable[[], Any]) -> None:
+        self._resolve = resolve
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._resolve(), name)
+
+
 @dataclass
 class App:
-    services: Services
-    server: MCPServer
+    selection: ConnectionServices
+    server: "MemoryGraphServer"
     subscriptions: GraphSubscriptions
+    base_settings: Settings
+
+    @property
+    def services(self) -> Services:
+        return self.selection.get()
 
     @property
     def settings(self) -> Settings:
-        return self.services.settings
+        return self.services.settings if not self.selection.pending else self.base_settings
 
     @property
     def store(self) -> StoreEngine:
@@ -172,7 +263,10 @@ class App:
         """Load the files in the background, so `initialize` is answered at once even for a huge graph.
 
         Tool calls wait for the load (they take the store's lock); if it fails, the first call reports why.
+        With MEMORY_PROJECT=auto the store is loaded when the first call has chosen it.
         """
+        if self.selection.pending:
+            return
         threading.Thread(target=self._load, name="memory-graph-load", daemon=True).start()
 
     def _load(self) -> None:
@@ -186,22 +280,32 @@ class App:
 
 
 def build_app(settings: Settings) -> App:
-    services = build_services(settings)
     server = MemoryGraphServer("memory-graph", version=__version__, instructions=instructions(settings.toolsets))
-    if "graph" in settings.toolsets:
-        register_graph_tools(server, services.graph)
-    if "lessons" in settings.toolsets:
-        register_lesson_tools(server, services.lessons)
-    if "graph" in settings.toolsets and settings.toolsets != ("graph",):
-        # MEMORY_TOOLS=graph promises exactly the official nine tools; the browse tools come with the full set.
-        register_browse_tools(server, services.graph)
-    if "graph" in settings.toolsets and settings.toolsets != ("graph",):
-        register_history_tools(server, services.graph, services.history)
-    register_prompts_and_resources(server, services.graph, settings.toolsets)
     subscriptions = GraphSubscriptions()
-    services.store.add_listener(subscriptions)
+
+    def on_built(services: Services) -> None:
+        services.store.add_listener(subscriptions)
+
+    selection = ConnectionServices(settings, on_built)
+    server.selection = selection
+    if selection.pending:
+        subscriptions.watch(lambda: selection.get().store.poll() if not selection.pending else None)
+    graph = cast(GraphService, Deferred(lambda: selection.get().graph))
+    lessons = cast(LessonService, Deferred(lambda: selection.get().lessons))
+    history = cast(HistoryService, Deferred(lambda: selection.get().history))
+    if "graph" in settings.toolsets:
+        register_graph_tools(server, graph)
+    if "lessons" in settings.toolsets:
+        register_lesson_tools(server, lessons)
+    if "graph" in settings.toolsets and settings.toolsets != ("graph",):
+        # MEMORY_TOOLS=graph promises exactly the official nine tools; the browse, history and project tools come
+        # with the full set.
+        register_browse_tools(server, graph)
+        register_history_tools(server, graph, history)
+        register_project_tools(server, selection)
+    register_prompts_and_resources(server, graph, settings.toolsets)
     server.serve_subscriptions(subscriptions)
-    return App(services=services, server=server, subscriptions=subscriptions)
+    return App(selection=selection, server=server, subscriptions=subscriptions, base_settings=settings)
 
 
 def register_graph_tools(server: MCPServer, graph: GraphService) -> None:
@@ -464,3 +568,14 @@ def register_history_tools(server: MCPServer, graph: GraphService, history: Hist
         """Entities that look like the same thing (case, accents, punctuation, plural, `J. Smith` vs
         `John Smith` of one type), each pair with a reason; read-only. merge_entities joins a pair."""
         return structured(history.find_duplicates(limit))
+
+
+def register_project_tools(server: MCPServer, selection: ConnectionServices) -> None:
+    @server.tool(name="list_projects", title="List Projects", annotations=READ)
+    @tool_errors
+    def list_projects_tool(ctx: Context[Any, Any]) -> Annotated[CallToolResult, Projects]:
+        """The memory's projects (separate stores: one per repository or topic) with their size and last change,
+        and which one this connection uses. Lessons are shared by every project unless the server says otherwise."""
+        request = ctx.request_context.request
+        scope = getattr(request, "scope", None) or {}
+        return structured(list_projects(selection.get().settings, scope.get(ALLOWED_PROJECTS)))

@@ -81,6 +81,7 @@ def plausible(tool: str, rng: random.Random) -> dict[str, Any]:
         "find_similar_errors": lambda: {"errorPattern": {"type": text(rng), "message": name(), "context": text(rng)}},
         "update_lesson_success": lambda: {"lessonName": text(rng), "success": rng.choice([True, False])},
         "get_lesson_recommendations": lambda: {"context": text(rng)},
+        "list_projects": lambda: {},
         "list_entities": lambda: {"entityType": text(rng) or None, "limit": rng.randint(1, 5)},
         "get_neighbors": lambda: {"name": name(), "depth": rng.randint(1, 3), "limit": rng.randint(1, 5)},
         "graph_summary": lambda: {},

@@ -30,6 +30,7 @@ from memory_graph.storage.codec import (
 )
 from memory_graph.storage.engine import ChangeListener, StoreEngine, Transaction, copy_records
 from memory_graph.storage.files import atomic_write
+from memory_graph.storage.layout import folder_usage
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
 from memory_graph.storage.store import Store
 
@@ -47,13 +48,14 @@ __all__ = [
     "copy_records",
     "entity_key",
     "files_to_import",
+    "folder_usage",
     "merge_records",
     "read_source",
     "record_key",
     "relation_key",
 ]
 
-POSTGRES_NAMES = ("PostgresStore", "SCHEMA_VERSION", "encode_key")
+POSTGRES_NAMES = ("PostgresStore", "SCHEMA_VERSION", "encode_key", "store_usage")
 
 
 def __getattr__(name: str) -> Any:

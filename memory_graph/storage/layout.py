@@ -136,3 +136,20 @@ def overlap(first: Path, second: Path) -> bool:
         if other.name in {bookkeeping_file(main, suffix).name for suffix in BOOKKEEPING}:
             return True
     return False
+
+
+def folder_usage(folder: Path, stems: tuple[str, ...] = ("memory", "history", "lesson")) -> tuple[int, float | None]:
+    """Bytes and newest modification time (epoch seconds) of a store folder's data files (`memory.json`,
+    `memory-3.json`, `history.json`, ...): what `list_projects` reports. A missing folder holds nothing."""
+    total, newest = 0, None
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0, None
+    for entry in entries:
+        stem = entry.name.split(".", 1)[0].rsplit("-", 1)[0]
+        if stem in stems and entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
+            info = entry.stat(follow_symlinks=False)
+            total += info.st_size
+            newest = info.st_mtime if newest is None else max(newest, info.st_mtime)
+    return total, newest

@@ -101,8 +101,38 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        2,
+        "when each change was committed (list_projects shows each store's last change)",
+        """
+        ALTER TABLE memory_graph_changes ADD COLUMN changed_at timestamptz NOT NULL DEFAULT now();
+        """,
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def store_usage(url: str) -> dict[str, tuple[int, int, str | None]]:
+    """Every store of a database: (records, bytes of record text, last change in UTC ISO 8601 or None)."""
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+            rows = conn.execute(
+                "SELECT s.store, "
+                "(SELECT count(*) FROM memory_graph_records r WHERE r.store = s.store AND r.collection <> %s), "
+                "(SELECT coalesce(sum(length(r.record::text)), 0) FROM memory_graph_records r "
+                "WHERE r.store = s.store), "
+                "(SELECT max(c.changed_at) FROM memory_graph_changes c WHERE c.store = s.store) "
+                "FROM memory_graph_stores s ORDER BY s.store",
+                (HISTORY,),
+            ).fetchall()
+    except psycopg.errors.UndefinedTable:
+        return {}
+    except psycopg.Error as exc:
+        raise StorageError(f"cannot list the stores of {safe_url(url)}: {exc}") from exc
+    return {
+        store: (int(count), int(size), changed.isoformat().replace("+00:00", "Z") if changed else None)
+        for store, count, size, changed in rows
+    }
 
 
 def encode_key(key: Key) -> str:
@@ -170,7 +200,7 @@ class _Rows:
     """A commit's rows, deletes before upserts (a name moved between collections frees its place first)."""
 
     deletes: dict[str, list[str]] = field(default_factory=dict)
-    upserts: list[tuple[str, str, str | None, str]] = field(default_factory=list)  # collection, key, name, record
+    upserts: list[tuple[str, str, str, str | None, str]] = field(default_factory=list)  # store, collection, key...
     changed: list[tuple[str, Key, dict[str, Any] | None, str | None]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -183,6 +213,7 @@ class PostgresStore(StoreEngine):
         url: str,
         collections: Sequence[str],
         store_name: str = "default",
+        collection_stores: dict[str, str] | None = None,
         record_checks: dict[str, RecordCheck] | None = None,
         history: bool = True,
         actor: str | None = None,
@@ -194,6 +225,10 @@ class PostgresStore(StoreEngine):
         checks = {**(record_checks or {}), HISTORY: event_check}
         names = [*collections, *([HISTORY] if history else [])]
         self.collections: dict[str, TableCollection] = {name: TableCollection(name, checks.get(name)) for name in names}
+        # A collection may live in another store (the lessons every project shares): each collection's store, and
+        # the change-log position applied for each store (one store's log order is its commit order).
+        self.store_of = {name: (collection_stores or {}).get(name, store_name) for name in names}
+        self.stores = sorted(set(self.store_of.values()))
         self._pool = ConnectionPool(
             url,
             min_size=1,
@@ -207,8 +242,8 @@ class PostgresStore(StoreEngine):
         self._pool_open = False
         self._thread_lock = threading.RLock()
         self._opened = False
-        self._applied_seq = 0
-        self._pending_seq = 0
+        self._applied_seq: dict[str, int] = dict.fromkeys(self.stores, 0)
+        self._pending_seq: dict[str, int] = {}
         self._notified = threading.Event()
         self._listening: threading.Thread | None = None
         self._last_poll = 0.0
@@ -216,7 +251,8 @@ class PostgresStore(StoreEngine):
 
     @property
     def location(self) -> str:
-        return f"{safe_url(self.url)} (store {self.store_name})"
+        shared = [f"{name} in store {store}" for name, store in self.store_of.items() if store != self.store_name]
+        return f"{safe_url(self.url)} (store {self.store_name}{'; ' + ', '.join(shared) if shared else ''})"
 
     def paths(self) -> set[Path]:
         return set()
@@ -263,8 +299,9 @@ class PostgresStore(StoreEngine):
                     if not self._opened:
                         self._load(conn)
                     if write:
-                        lock = f"memory-graph:{self.store_name}"
-                        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
+                        for store in self.stores:  # always in one order: two writers never deadlock
+                            lock = f"memory-graph:{store}"
+                            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
                     self._catch_up(conn)
                 except psycopg.OperationalError as exc:
                     if attempt == 2 or (conn.closed is False and conn.info.status == psycopg.pq.ConnStatus.OK):
@@ -314,10 +351,8 @@ class PostgresStore(StoreEngine):
                     (version, description),
                 )
                 log.warning("database %s: schema migrated to version %d (%s)", safe_url(self.url), version, description)
-        conn.execute(
-            "INSERT INTO memory_graph_stores (store) VALUES (%s) ON CONFLICT DO NOTHING",
-            (self.store_name,),
-        )
+        for store in self.stores:
+            conn.execute("INSERT INTO memory_graph_stores (store) VALUES (%s) ON CONFLICT DO NOTHING", (store,))
         conn.commit()
 
     def _load(self, conn: psycopg.Connection[Any]) -> None:
@@ -336,27 +371,29 @@ class PostgresStore(StoreEngine):
             for key_text, why in collection.unreadable.items():
                 log.error("unreadable record (kept, never overwritten): %s %s: %s", collection.name, key_text, why)
 
-    def _newest_seq(self, conn: psycopg.Connection[Any]) -> tuple[int, int]:
-        row = conn.execute(
-            "SELECT coalesce((SELECT max(seq) FROM memory_graph_changes WHERE store = %s), 0), "
-            "coalesce((SELECT pruned_through FROM memory_graph_stores WHERE store = %s), 0)",
-            (self.store_name, self.store_name),
-        ).fetchone()
-        assert row is not None
-        return int(row[0]), int(row[1])
+    def _positions(self, conn: psycopg.Connection[Any]) -> dict[str, tuple[int, int]]:
+        """For each of this server's stores: the newest change-log seq, and how far the log was pruned."""
+        rows = conn.execute(
+            "SELECT s.store, coalesce((SELECT max(seq) FROM memory_graph_changes c WHERE c.store = s.store), 0), "
+            "s.pruned_through FROM memory_graph_stores s WHERE s.store = ANY(%s)",
+            (self.stores,),
+        ).fetchall()
+        found = {store: (int(newest), int(pruned)) for store, newest, pruned in rows}
+        return {store: found.get(store, (0, 0)) for store in self.stores}
 
     def _reload_all(self, conn: psycopg.Connection[Any]) -> None:
         """Read every record and tell listeners what differs from what this server held."""
-        newest, _ = self._newest_seq(conn)
+        positions = self._positions(conn)
         found: dict[str, dict[str, str]] = {name: {} for name in self.collections}
         with conn.cursor(name="memory_graph_load") as cursor:
             cursor.itersize = 20_000
             cursor.execute(
-                "SELECT collection, key, record::text FROM memory_graph_records WHERE store = %s ORDER BY position",
-                (self.store_name,),
+                "SELECT store, collection, key, record::text FROM memory_graph_records WHERE store = ANY(%s) "
+                "ORDER BY position",
+                (self.stores,),
             )
-            for collection, key_text, text in cursor:
-                if collection in found:
+            for store, collection, key_text, text in cursor:
+                if self.store_of.get(collection) == store:
                     found[collection][key_text] = text
         for name, rows in found.items():
             collection = self.collections[name]
@@ -373,43 +410,48 @@ class PostgresStore(StoreEngine):
             removed = [key for key in collection.texts if key not in fresh]
             collection.texts = fresh
             self._notify(name, removed, upserted)
-        self._applied_seq = newest
+        self._applied_seq = {store: newest for store, (newest, _) in positions.items()}
 
     def _catch_up(self, conn: psycopg.Connection[Any]) -> None:
         """Apply the change log rows after the last one this server applied (other servers' commits)."""
-        newest, pruned = self._newest_seq(conn)
-        if newest == self._applied_seq:
+        positions = self._positions(conn)
+        behind = {store: newest for store, (newest, _) in positions.items() if newest != self._applied_seq[store]}
+        if not behind:
             return
-        if newest < self._applied_seq or pruned > self._applied_seq:
+        if any(
+            newest < self._applied_seq[store] or positions[store][1] > self._applied_seq[store]
+            for store, newest in behind.items()
+        ):
             # Trigger: the log was pruned past us, or the database was restored from an older backup. Why: the
             # rows we would need are gone. Outcome: read everything again and tell listeners the difference.
             self._reload_all(conn)
             return
-        rows = conn.execute(
-            "SELECT c.collection, c.key, r.record::text FROM memory_graph_changes c LEFT JOIN memory_graph_records r "
-            "ON r.store = c.store AND r.collection = c.collection AND r.key = c.key "
-            "WHERE c.store = %s AND c.seq > %s AND c.seq <= %s ORDER BY c.seq",
-            (self.store_name, self._applied_seq, newest),
-        ).fetchall()
         latest: dict[tuple[str, str], str | None] = {}
-        for collection_name, key_text, text in rows:
-            latest[(collection_name, key_text)] = text
+        for store, newest in behind.items():
+            rows = conn.execute(
+                "SELECT c.collection, c.key, r.record::text FROM memory_graph_changes c LEFT JOIN "
+                "memory_graph_records r ON r.store = c.store AND r.collection = c.collection AND r.key = c.key "
+                "WHERE c.store = %s AND c.seq > %s AND c.seq <= %s ORDER BY c.seq",
+                (store, self._applied_seq[store], newest),
+            ).fetchall()
+            for collection_name, key_text, text in rows:
+                if self.store_of.get(collection_name) == store:
+                    latest[(collection_name, key_text)] = text
         by_collection: dict[str, tuple[list[Key], list[dict[str, Any]]]] = {}
         for (name, key_text), text in latest.items():
-            collection = self.collections.get(name)
-            if collection is None:
-                continue
+            collection = self.collections[name]
             removed, upserted = by_collection.setdefault(name, ([], []))
-            key = tuple(json.loads(key_text))
             readable = collection.readable(key_text, text) if text is not None else None
             if readable is None:
-                if collection.texts.pop(key, None) is not None:
-                    removed.append(key)
+                with suppress(ValueError, TypeError):
+                    if collection.texts.pop(tuple(json.loads(key_text)), None) is not None:
+                        removed.append(tuple(json.loads(key_text)))
                 continue
+            key, record = readable
             if collection.texts.get(key) != text:
                 collection.texts[key] = text  # type: ignore[assignment]
-                upserted.append(readable[1])
-        self._applied_seq = newest
+                upserted.append(record)
+        self._applied_seq.update(behind)
         for name, (removed, upserted) in by_collection.items():
             self._notify(name, removed, upserted)
 
@@ -479,7 +521,7 @@ class PostgresStore(StoreEngine):
                 if collection.texts.get(key) == text:
                     continue
                 entity_name = after["name"] if after.get("type") == "entity" and name != HISTORY else None
-                rows.upserts.append((name, key_text, entity_name, text))
+                rows.upserts.append((self.store_of[name], name, key_text, entity_name, text))
                 rows.changed.append((name, key, after, text))
         return rows
 
@@ -492,47 +534,47 @@ class PostgresStore(StoreEngine):
         return None
 
     def _write(self, conn: psycopg.Connection[Any], rows: _Rows) -> None:
-        store = self.store_name
+        upsert = (
+            "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
+            "{source} ON CONFLICT (store, collection, key) DO UPDATE SET record = EXCLUDED.record"
+        )
         with conn.cursor() as cursor:
             for name, keys in rows.deletes.items():
                 cursor.execute(
                     "DELETE FROM memory_graph_records WHERE store = %s AND collection = %s AND key = ANY(%s)",
-                    (store, name, keys),
+                    (self.store_of[name], name, keys),
                 )
             if len(rows.upserts) >= BULK_ROWS:
                 cursor.execute(
-                    "CREATE TEMP TABLE memory_graph_incoming (n bigint, collection text, key text, entity_name text, "
-                    "record json) ON COMMIT DROP"
+                    "CREATE TEMP TABLE memory_graph_incoming (n bigint, store text, collection text, key text, "
+                    "entity_name text, record json) ON COMMIT DROP"
                 )
                 with cursor.copy(
-                    "COPY memory_graph_incoming (n, collection, key, entity_name, record) FROM STDIN"
+                    "COPY memory_graph_incoming (n, store, collection, key, entity_name, record) FROM STDIN"
                 ) as copy:
-                    for n, upsert in enumerate(rows.upserts):
-                        copy.write_row((n, *upsert))
-                cursor.execute(
-                    "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
-                    "SELECT %s, collection, key, entity_name, nextval('memory_graph_position'), record "
-                    "FROM memory_graph_incoming ORDER BY n "
-                    "ON CONFLICT (store, collection, key) DO UPDATE SET record = EXCLUDED.record",
-                    (store,),
+                    for n, row in enumerate(rows.upserts):
+                        copy.write_row((n, *row))
+                source = (
+                    "SELECT store, collection, key, entity_name, nextval('memory_graph_position'), record "
+                    "FROM memory_graph_incoming ORDER BY n"
                 )
+                cursor.execute(upsert.format(source=source))
             elif rows.upserts:
-                cursor.executemany(
-                    "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
-                    "VALUES (%s, %s, %s, %s, nextval('memory_graph_position'), %s) "
-                    "ON CONFLICT (store, collection, key) DO UPDATE SET record = EXCLUDED.record",
-                    [(store, *row) for row in rows.upserts],
-                )
-            changed = [(name, encode_key(key)) for name, key, _, _ in rows.changed]
+                source = "VALUES (%s, %s, %s, %s, nextval('memory_graph_position'), %s)"
+                cursor.executemany(upsert.format(source=source), rows.upserts)
+            changed = [(self.store_of[name], name, encode_key(key)) for name, key, _, _ in rows.changed]
             cursor.execute(
-                "INSERT INTO memory_graph_changes (store, collection, key) "
-                "SELECT %s, c, k FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(c, k, n) ORDER BY n",
-                (store, [c for c, _ in changed], [k for _, k in changed]),
+                "INSERT INTO memory_graph_changes (store, collection, key) SELECT s, c, k "
+                "FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS t(s, c, k, n) ORDER BY n",
+                ([s for s, _, _ in changed], [c for _, c, _ in changed], [k for _, _, k in changed]),
             )
-            cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, store))
-            newest = cursor.execute("SELECT max(seq) FROM memory_graph_changes WHERE store = %s", (store,)).fetchone()
-        assert newest is not None
-        self._pending_seq = int(newest[0])
+            touched = sorted({store for store, _, _ in changed})
+            for store in touched:
+                cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, store))
+            newest = cursor.execute(
+                "SELECT store, max(seq) FROM memory_graph_changes WHERE store = ANY(%s) GROUP BY store", (touched,)
+            ).fetchall()
+        self._pending_seq = {store: int(seq) for store, seq in newest}
 
     def _applied(self, rows: _Rows) -> None:
         """After the commit: hold what was written, and tell listeners."""
@@ -546,7 +588,7 @@ class PostgresStore(StoreEngine):
             else:
                 collection.texts[key] = text
                 upserted.append(after)
-        self._applied_seq = self._pending_seq
+        self._applied_seq.update(self._pending_seq)
         for name, (removed, upserted) in by_collection.items():
             self._notify(name, removed, upserted)
 
@@ -569,7 +611,7 @@ class PostgresStore(StoreEngine):
                     self._notified.set()  # anything committed while we were not listening
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=1.0):
-                            if note.payload == self.store_name:
+                            if note.payload in self.stores:
                                 self._notified.set()
             except psycopg.Error as exc:
                 log.warning("not hearing of other servers' changes (%s); retrying in %.0f s", exc, backoff)
@@ -580,22 +622,19 @@ class PostgresStore(StoreEngine):
     def describe(self) -> dict[str, list[dict[str, Any]]]:
         with self.reading(), self._connection() as conn:
             rows = conn.execute(
-                "SELECT collection, count(*), coalesce(sum(length(record::text)), 0) FROM memory_graph_records "
-                "WHERE store = %s GROUP BY collection",
-                (self.store_name,),
+                "SELECT store, collection, count(*), coalesce(sum(length(record::text)), 0) "
+                "FROM memory_graph_records WHERE store = ANY(%s) GROUP BY store, collection",
+                (self.stores,),
             ).fetchall()
             conn.commit()
-        sizes = {name: (int(count), int(size)) for name, count, size in rows}
-        return {
-            name: [
-                {
-                    "table": f"memory_graph_records (store {self.store_name}, collection {name})",
-                    "rows": sizes.get(name, (0, 0))[0],
-                    "bytes": sizes.get(name, (0, 0))[1],
-                }
+        sizes = {(store, name): (int(count), int(size)) for store, name, count, size in rows}
+        described = {}
+        for name, store in self.store_of.items():
+            count, size = sizes.get((store, name), (0, 0))
+            described[name] = [
+                {"table": f"memory_graph_records (store {store}, collection {name})", "rows": count, "bytes": size}
             ]
-            for name in self.collections
-        }
+        return described
 
     def check(self, fix: bool = False, now: float | None = None) -> CheckReport:
         """Read every row of this store with the record rules of the files; with `fix`, move the unusable rows to
@@ -603,20 +642,22 @@ class PostgresStore(StoreEngine):
         found = CheckReport()
         try:
             with self._thread_lock, self._session(write=fix) as conn:
-                bad: list[tuple[str, str, str, str]] = []
+                bad: list[tuple[str, str, str, str, str]] = []  # store, collection, key, record, why
                 rows = conn.execute(
-                    "SELECT collection, key, record::text FROM memory_graph_records WHERE store = %s",
-                    (self.store_name,),
+                    "SELECT store, collection, key, record::text FROM memory_graph_records WHERE store = ANY(%s)",
+                    (self.stores,),
                 ).fetchall()
-                for name, key_text, text in rows:
+                ours = [row for row in rows if self.store_of.get(row[1], self.store_name) == row[0]]
+                for store, name, key_text, text in ours:
                     collection = self.collections.get(name)
                     if collection is None:
-                        bad.append((name, key_text, text, f"unknown collection {name!r}"))
+                        bad.append((store, name, key_text, text, f"unknown collection {name!r}"))
                         continue
                     why = collection.problem(key_text, text)
                     if isinstance(why, str):
-                        bad.append((name, key_text, text, why))
-                found.problems = [f"{self.location}: {name} record {key}: {why}" for name, key, _, why in bad]
+                        bad.append((store, name, key_text, text, why))
+                rows = ours
+                found.problems = [f"{self.location}: {name} record {key}: {why}" for _, name, key, _, why in bad]
                 found.notes.append(
                     f"{self.location}: schema version {SCHEMA_VERSION}, {len(rows)} records, "
                     f"change log at {self._applied_seq}"
@@ -626,15 +667,15 @@ class PostgresStore(StoreEngine):
                         cursor.executemany(
                             "INSERT INTO memory_graph_rejected (store, collection, key, record, reason) "
                             "VALUES (%s, %s, %s, %s, %s)",
-                            [(self.store_name, *row) for row in bad],
+                            bad,
                         )
                         cursor.executemany(
                             "DELETE FROM memory_graph_records WHERE store = %s AND collection = %s AND key = %s",
-                            [(self.store_name, name, key) for name, key, _, _ in bad],
+                            [(store, name, key) for store, name, key, _, _ in bad],
                         )
                         cursor.executemany(
                             "INSERT INTO memory_graph_changes (store, collection, key) VALUES (%s, %s, %s)",
-                            [(self.store_name, name, key) for name, key, _, _ in bad],
+                            [(store, name, key) for store, name, key, _, _ in bad],
                         )
                     found.repaired.append(
                         f"moved {len(bad)} unusable record(s) to the table memory_graph_rejected (kept whole, with "

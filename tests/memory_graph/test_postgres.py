@@ -50,10 +50,19 @@ def test_the_schema_is_created_versioned_and_a_newer_one_refused(tmp_path: Path)
     services = open_services(tmp_path)
     url = Engine.database_url(tmp_path)
     assert url is not None
-    assert sql(url, "SELECT version FROM memory_graph_migrations") == [(SCHEMA_VERSION,)]
+    every = [(version,) for version in range(1, SCHEMA_VERSION + 1)]
+    assert sql(url, "SELECT version FROM memory_graph_migrations ORDER BY version") == every
+    services.graph.create_entities([Entity(name="Alice", entityType="person", observations=[])])
     services.store.close()
     open_services(tmp_path).store.close()  # reopening migrates nothing twice
-    assert sql(url, "SELECT count(*) FROM memory_graph_migrations") == [(1,)]
+    assert sql(url, "SELECT count(*) FROM memory_graph_migrations") == [(SCHEMA_VERSION,)]
+    # A database left at version 1 by older code is brought up to date, its data kept.
+    sql(url, "ALTER TABLE memory_graph_changes DROP COLUMN changed_at")
+    sql(url, "DELETE FROM memory_graph_migrations WHERE version > 1")
+    again = open_services(tmp_path)
+    assert sql(url, "SELECT count(*) FROM memory_graph_migrations") == [(SCHEMA_VERSION,)]
+    assert [e.name for e in again.graph.read_graph().entities] == ["Alice"]
+    again.store.close()
     sql(url, "INSERT INTO memory_graph_migrations (version, description) VALUES (99, 'from the future')")
     with pytest.raises(StorageError) as refused:
         open_services(tmp_path)

@@ -1,0 +1,129 @@
+"""Projects: named stores, one per repository or topic, chosen per connection.
+
+A project's store is a folder of its own (`projects/<name>/` beside the default memory file) or a store of its own
+in the database; lessons are shared by every project unless MEMORY_LESSONS=project. This module holds the rules
+that are not configuration: how `MEMORY_PROJECT=auto` turns a folder into a stable project name, and which
+projects exist (and which a connection may see). It imports no protocol: the MCP adapter asks the client for its
+roots and hands the folders here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from pydantic import BaseModel, Field
+
+from memory_graph.config import DEFAULT_STORE, PROJECT_NAME, RESERVED_PROJECTS, Settings
+from memory_graph.errors import InvalidInputError
+from memory_graph.storage import folder_usage
+
+
+ALLOWED_PROJECTS = "memory_graph.allowed_projects"
+"""The key under which the HTTP transport hands a request's allowed projects to list_projects (in the ASGI scope)."""
+
+
+@dataclass(frozen=True)
+class ChosenProject:
+    name: str
+    folder: Path
+    how: str  # "the client's root ..." or "the git repository of the working directory ..."
+
+
+def repository_top(folder: Path) -> Path | None:
+    """The top folder of the git repository holding `folder` (a `.git` folder or file, as worktrees have), or
+    None outside any repository."""
+    current = folder.resolve()
+    for candidate in (current, *current.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def name_for_folder(folder: Path) -> str:
+    """A stable, valid project name for a folder: its name made safe, and a short hash of its full path, so two
+    checkouts called `app` in different places never share a memory."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", folder.name.lower()).strip("-._")[:40] or "project"
+    digest = hashlib.sha1(str(folder).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    name = f"{slug}-{digest}"
+    return name if PROJECT_NAME.fullmatch(name) and name.lower() not in RESERVED_PROJECTS else f"project-{digest}"
+
+
+def folder_of_root(uri: str) -> Path | None:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file" or not parsed.path:
+        return None
+    return Path(unquote(parsed.path))
+
+
+def choose_project(root_uris: list[str], cwd: Path) -> ChosenProject:
+    """MEMORY_PROJECT=auto: the client's first folder root (its repository's top when inside one), else the
+    working directory's repository. Never a default: with neither, the caller gets an error saying what to set."""
+    for uri in root_uris:
+        folder = folder_of_root(uri)
+        if folder is None:
+            continue
+        top = repository_top(folder) or folder.resolve()
+        return ChosenProject(name_for_folder(top), top, f"the client's root {uri}")
+    repository = repository_top(cwd)
+    if repository is not None:
+        how = f"the git repository of the working directory {cwd}"
+        return ChosenProject(name_for_folder(repository), repository, how)
+    raise InvalidInputError(
+        "MEMORY_PROJECT=auto could not choose a project: the client sent no folder roots and the working "
+        f"directory {cwd} is not inside a git repository. Nothing was read or written. Set MEMORY_PROJECT to a "
+        "project name (for example MEMORY_PROJECT=my-app), or unset it to use the default store."
+    )
+
+
+class ProjectInfo(BaseModel):
+    name: str = Field(description="The project's name ('default' is the store used without MEMORY_PROJECT)")
+    records: int | None = Field(default=None, description="Entities, relations and lessons held (PostgreSQL)")
+    bytes: int = Field(description="Size of its data")
+    lastChange: str | None = Field(default=None, description="When it last changed (UTC ISO 8601); absent if never")
+    current: bool = Field(default=False, description="Whether this connection uses it")
+
+
+class Projects(BaseModel):
+    projects: list[ProjectInfo]
+    current: str | None = Field(default=None, description="This connection's project; absent for the default store")
+    lessons: str = Field(description="'shared' (one lesson store for every project) or 'project'")
+
+
+def _iso(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def list_projects(settings: Settings, allowed: frozenset[str] | None = None) -> Projects:
+    """Every store of this data folder (or database), `default` first; only `allowed` ones when given."""
+    current = settings.project
+    found: list[ProjectInfo] = []
+    if settings.database_url is not None:
+        from memory_graph.storage import store_usage
+
+        for name, (records, size, changed) in store_usage(settings.database_url).items():
+            found.append(ProjectInfo(name=name, records=records, bytes=size, lastChange=changed))
+    else:
+        base = settings.for_project(None)
+        size, changed = folder_usage(base.data_folder, (base.memory_file.stem, base.history_file.stem))
+        lesson_size, lesson_changed = folder_usage(base.lesson_file.parent, (base.lesson_file.stem,))
+        newest = max(filter(None, (changed, lesson_changed)), default=None)
+        found.append(ProjectInfo(name=DEFAULT_STORE, bytes=size + lesson_size, lastChange=_iso(newest)))
+        projects = settings.data_folder / "projects"
+        names = sorted(p.name for p in projects.iterdir() if p.is_dir()) if projects.is_dir() else []
+        for name in names:
+            if PROJECT_NAME.fullmatch(name) and name.lower() not in RESERVED_PROJECTS:
+                size, changed = folder_usage(projects / name)
+                found.append(ProjectInfo(name=name, bytes=size, lastChange=_iso(changed)))
+    if current is not None and all(p.name != current for p in found):
+        found.append(ProjectInfo(name=current, bytes=0, lastChange=None))  # chosen, nothing written yet
+    for project in found:
+        project.current = project.name == (current or DEFAULT_STORE)
+    visible = [p for p in found if allowed is None or p.name in allowed]
+    return Projects(projects=visible, current=current, lessons=settings.lessons_scope)
