@@ -138,6 +138,7 @@ def complete_metadata(record: dict[str, Any]) -> dict[str, Any]:
         "successRate": rate,
         "recentSuccesses": float(meta.get("recentSuccesses", successes)),
         "recentAttempts": float(meta.get("recentAttempts", frequency)),
+        **({"project": meta["project"]} if isinstance(meta.get("project"), str) else {}),
     }
 
 

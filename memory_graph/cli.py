@@ -21,10 +21,11 @@ from typing import Any, TextIO
 
 from memory_graph import __version__
 from memory_graph.app import Services, build_services, migration_target, store_for
-from memory_graph.config import Settings, port_number
+from memory_graph.config import AUTO_PROJECT, Settings, port_number, project_name
 from memory_graph.errors import InvalidInputError, MemoryGraphError, StorageError
 from memory_graph.export import FORMATS, render
 from memory_graph.graph import ImportSummary
+from memory_graph.projects import choose_project, list_projects, move_entity
 from memory_graph.storage import atomic_write, copy_records, files_to_import, read_source
 
 log = logging.getLogger("memory_graph")
@@ -44,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         "The store is the one MEMORY_FILE_PATH (and LESSON_FILE_PATH) name.",
     )
     parser.add_argument("--version", action="version", version=f"memory-graph {__version__}")
+    parser.add_argument(
+        "--project",
+        metavar="NAME",
+        help="work on this project's store (overrides MEMORY_PROJECT; every command, serve included)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser("serve", help="serve MCP (the default command)")
     for target in (parser, serve):
@@ -64,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("repair", help="set aside bad and duplicate lines, finish or set aside a broken commit")
     compact = commands.add_parser("compact", help="drop change history older than MEMORY_HISTORY_DAYS (or --days)")
     compact.add_argument("--days", type=int, help="keep this many days of history (overrides MEMORY_HISTORY_DAYS)")
+    commands.add_parser("projects", help="list the projects (stores) of this data folder or database (JSON)")
+    moving = commands.add_parser(
+        "move-entity",
+        help="move an entity, with its relations whose other end exists there, from this store (--project, or the "
+        "default) to another project's",
+    )
+    moving.add_argument("name", metavar="NAME")
+    moving.add_argument("--to-project", required=True, metavar="PROJECT", help="the project to move it to")
     migrating = commands.add_parser(
         "migrate",
         help="copy the whole store (graph, lessons, history) into an empty one: a PostgreSQL URL or a memory file; "
@@ -77,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env()
+        if args.project is not None:
+            settings = settings.for_project(project_name(args.project, "--project"))
+        elif settings.project == AUTO_PROJECT and args.command not in (None, "serve"):
+            # An admin command has no client to ask: auto means the working directory's repository.
+            settings = settings.for_project(choose_project([], Path.cwd()).name)
     except MemoryGraphError as exc:
         print(f"memory-graph: {exc}", file=sys.stderr)
         return 2
@@ -273,7 +292,29 @@ def migrate(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
+def projects(services: Services, args: argparse.Namespace) -> int:
+    found = list_projects(services.settings)
+    return write_stdout(json.dumps(found.model_dump(exclude_none=True), indent=2, ensure_ascii=False) + "\n")
+
+
+def move_entity_command(services: Services, args: argparse.Namespace) -> int:
+    name = project_name(args.to_project, "--to-project")
+    if name == services.settings.project:
+        raise InvalidInputError(f"--to-project {name} is the project the entity is in; name another one")
+    target = build_services(services.settings.for_project(name))
+    moved = move_entity(services, target, args.name)
+    print(f"moved {moved.name!r} with {moved.relations_moved} relation(s) to project {name}")
+    if moved.relations_left:
+        print(
+            f"{len(moved.relations_left)} relation(s) to entities project {name} lacks were deleted with it (the "
+            "history keeps them; restore_entity brings them back): " + "; ".join(moved.relations_left)
+        )
+    return 0
+
+
 ADMIN = {
+    "projects": projects,
+    "move-entity": move_entity_command,
     "migrate": migrate,
     "check": check,
     "repair": repair,

@@ -18,10 +18,10 @@ from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, Field
 
+from memory_graph.app import Services
 from memory_graph.config import DEFAULT_STORE, PROJECT_NAME, RESERVED_PROJECTS, Settings
-from memory_graph.errors import InvalidInputError
+from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
 from memory_graph.storage import folder_usage
-
 
 ALLOWED_PROJECTS = "memory_graph.allowed_projects"
 """The key under which the HTTP transport hands a request's allowed projects to list_projects (in the ASGI scope)."""
@@ -107,8 +107,12 @@ def list_projects(settings: Settings, allowed: frozenset[str] | None = None) -> 
     if settings.database_url is not None:
         from memory_graph.storage import store_usage
 
-        for name, (records, size, changed) in store_usage(settings.database_url).items():
+        usage = store_usage(settings.database_url)
+        for name in sorted(usage, key=lambda n: (n != DEFAULT_STORE, n)):
+            records, size, changed = usage[name]
             found.append(ProjectInfo(name=name, records=records, bytes=size, lastChange=changed))
+        if DEFAULT_STORE not in usage:
+            found.insert(0, ProjectInfo(name=DEFAULT_STORE, records=0, bytes=0))
     else:
         base = settings.for_project(None)
         size, changed = folder_usage(base.data_folder, (base.memory_file.stem, base.history_file.stem))
@@ -127,3 +131,38 @@ def list_projects(settings: Settings, allowed: frozenset[str] | None = None) -> 
         project.current = project.name == (current or DEFAULT_STORE)
     visible = [p for p in found if allowed is None or p.name in allowed]
     return Projects(projects=visible, current=current, lessons=settings.lessons_scope)
+
+
+@dataclass(frozen=True)
+class MovedEntity:
+    name: str
+    relations_moved: int
+    relations_left: list[str]  # relations whose other end the target lacks: deleted with the entity, in the history
+
+
+def move_entity(source: Services, target: Services, name: str) -> MovedEntity:
+    """Move an entity (its observations, and the relations whose other end the target holds) from one project's
+    store to another's: created in the target first, then deleted from the source, so a failure in between leaves
+    a copy in both, never none. Lessons are shared by every project and are not moved."""
+    found = source.graph.open_nodes([name])
+    entity = next((e for e in found.entities if e.name == name), None)
+    if entity is None:
+        raise NotFoundError(f"{name!r} is not an entity of {source.store.location}; names are exact and case-sensitive")
+    if entity.entityType == "lesson" or source.lessons.records.get(name) is not None:
+        raise ConflictError(f"{name!r} is a lesson; lessons are shared by every project and are not moved")
+    if found.truncated is not None:
+        raise ConflictError(
+            f"{name!r} has more relations than one read returns; raise MEMORY_MAX_RESPONSE_CHARS for this command"
+        )
+    with target.store.reading():
+        taken = target.graph.entity_type(name) is not None
+    if taken:
+        raise ConflictError(f"{target.store.location} already has an entity {name!r}; rename or merge one first")
+    target.graph.create_entities([entity])
+    ends = {r.to if r.from_ == name else r.from_ for r in found.relations}
+    present = {e.name for e in target.graph.open_nodes(sorted(ends)).entities} | {name}
+    moving = [r for r in found.relations if r.from_ in present and r.to in present]
+    target.graph.create_relations(moving)
+    source.graph.delete_entities([name])
+    left = [f"{r.from_} -{r.relationType}-> {r.to}" for r in found.relations if r not in moving]
+    return MovedEntity(name, len(moving), left)

@@ -93,10 +93,15 @@ def test_kill_9_at_random_moments_leaves_the_state_before_or_after_the_call(tmp_
 
 
 @pytest.mark.slow
-def test_kill_9_with_two_memories_sharing_one_lesson_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "memories",
+    [("work.json", "personal.json"), ("projects/work/memory.json", "projects/home/memory.json")],
+    ids=["two-memories", "two-projects"],
+)
+def test_kill_9_with_two_memories_sharing_one_lesson_file(tmp_path: Path, memories: tuple[str, str]) -> None:
     """Each call writes the shared lesson file and its own memory's file in one commit; killed at random, the
-    two files always agree, and no acknowledged call is lost."""
-    memories = ("work.json", "personal.json")
+    two files always agree, and no acknowledged call is lost. Two projects sharing their lessons are laid out
+    so (`projects/<name>/memory.json`, the lessons beside the default memory)."""
     for memory in memories:
         services = build_services(Settings(memory_file=tmp_path / memory, lesson_file=tmp_path / "lesson.json"))
         services.graph.create_entities([Entity(name=f"{memory}-note", entityType="note", observations=[])])

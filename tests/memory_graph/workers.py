@@ -141,6 +141,24 @@ def concurrent(folder: str, worker: int, writes: int, threads: int) -> None:
     print("done", flush=True)
 
 
+def project_writes(folder: str, project: str, worker: int, writes: int) -> None:
+    """In one project of the folder's memory (or of MEMORY_DATABASE_URL's database), create an entity per step
+    and count an attempt on the lesson every project shares."""
+    from lessons.model import SuccessReport
+
+    settings = Settings(
+        memory_file=Path(folder) / "memory.json",
+        lesson_file=Path(folder) / "lesson.json",
+        database_url=os.environ.get("MEMORY_DATABASE_URL") or None,
+    ).for_project(project)
+    services = build_services(settings)
+    for i in range(writes):
+        tag = f"w{worker}-{i}"
+        services.graph.create_entities([Entity(name=tag, entityType="write", observations=[project])])
+        services.lessons.update_lesson_success(SuccessReport(lessonName="PORT_IN_USE", success=True))
+    print("done", flush=True)
+
+
 def shared_lesson(folder: str, memory: str, start: int, count: int) -> None:
     """Through memory `memory` (sharing `lesson.json` with others), add step i's tag to the shared lesson and to
     this memory's note in one call: one commit across both files."""
@@ -163,6 +181,8 @@ if __name__ == "__main__":
         torture(args[0], int(args[1]), int(args[2]), int(args[3]))
     elif mode == "shared":
         shared_lesson(args[0], args[1], int(args[2]), int(args[3]))
+    elif mode == "projects":
+        project_writes(args[0], args[1], int(args[2]), int(args[3]))
     elif mode == "concurrent":
         concurrent(args[0], int(args[1]), int(args[2]), int(args[3]))
     else:

@@ -1,0 +1,342 @@
+"""Projects: separate stores chosen per connection, lessons shared across them, and no silent fallback (on the
+files and on PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import ListRootsResult, ResourceUpdatedNotification, Root
+
+from memory_graph.cli import main
+from memory_graph.config import Settings, project_name
+from memory_graph.errors import InvalidInputError
+from memory_graph.projects import choose_project, name_for_folder
+from memory_graph.server import build_app
+from memory_graph.subscriptions import GRAPH_URI
+from tests.conftest import engine_env, settings_in
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("each_engine")]
+ROOT = Path(__file__).resolve().parents[2]
+PORT_LESSON = {
+    "name": "PORT_IN_USE",
+    "errorPattern": {"type": "network", "message": "Error: listen EADDRINUSE: address already in use :::3000"},
+    "observations": ["Another process holds the port; stop it or use another port."],
+}
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+def project_settings(folder: Path, project: str | None, **env: Any) -> Settings:
+    extra = {"MEMORY_PROJECT": project} if project else {}
+    return settings_in(folder, **extra, **env)
+
+
+@pytest.mark.parametrize(
+    "hostile", ["../escape", "a/b", "/etc", "..", ".", "", "x" * 65, "con", "LPT1", "auto", "default", "a\\b", "-x"]
+)
+def test_a_hostile_project_name_is_refused_naming_the_variable(hostile: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        project_name(hostile, "MEMORY_PROJECT")
+    assert "MEMORY_PROJECT" in str(refused.value)
+    if hostile not in ("auto", ""):
+        with pytest.raises(InvalidInputError):
+            Settings.from_env({"MEMORY_FILE_PATH": str(tmp_path / "memory.json"), "MEMORY_PROJECT": hostile})
+
+
+def test_an_invalid_project_stops_the_server_at_startup(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MEMORY_FILE_PATH": str(tmp_path / "m.json")}
+    run = subprocess.run(
+        [sys.executable, "-m", "memory_graph"],
+        env={**env, "MEMORY_PROJECT": "../../etc"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="",
+    )
+    assert run.returncode == 2 and "MEMORY_PROJECT" in run.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing was created anywhere
+
+
+async def test_two_servers_on_different_projects_never_see_each_others_entities(tmp_path: Path) -> None:
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    alpha_app = build_app(project_settings(tmp_path, "alpha"))
+    alpha_app.start_loading()
+    beta_app = build_app(project_settings(tmp_path, "beta"))
+    async with (
+        Client(alpha_app.server, mode="legacy", message_handler=on_message) as alpha,
+        Client(beta_app.server) as beta,
+    ):
+        with pytest.warns(MCPDeprecationWarning):
+            await alpha.subscribe_resource(GRAPH_URI)
+        secret = {"name": "Maria", "entityType": "person", "observations": ["works on the alpha launch"]}
+        await call(alpha, "create_entities", entities=[secret])
+        with anyio.fail_after(5):
+            while not updates:
+                await anyio.sleep(0.05)
+        updates.clear()
+        await call(beta, "create_entities", entities=[{**secret, "name": "Bruno", "observations": ["beta"]}])
+        assert (await call(beta, "search_nodes", query="alpha launch"))["entities"] == []
+        assert (await call(beta, "search_nodes", query="Maria"))["entities"] == []
+        assert (await call(beta, "open_nodes", names=["Maria"]))["entities"] == []
+        assert [e["name"] for e in (await call(beta, "read_graph"))["entities"]] == ["Bruno"]
+        resource = await beta.read_resource(GRAPH_URI)
+        assert "Maria" not in resource.contents[0].text and "Bruno" in resource.contents[0].text
+        assert [e["name"] for e in (await call(alpha, "read_graph"))["entities"]] == ["Maria"]
+        await anyio.sleep(1.2)  # alpha's watcher polls twice a second: beta's change must not reach it
+        assert updates == []
+        listed = await call(alpha, "list_projects")
+        assert {p["name"] for p in listed["projects"]} >= {"alpha", "beta"} and listed["current"] == "alpha"
+    alpha_app.subscriptions.stop()
+    plain = build_app(settings_in(tmp_path))  # no project: the default store, as before projects existed
+    async with Client(plain.server) as default:
+        assert (await call(default, "read_graph"))["entities"] == []
+
+
+async def test_lessons_are_shared_and_prefer_the_current_project_at_equal_relevance(tmp_path: Path) -> None:
+    async with (
+        Client(build_app(project_settings(tmp_path, "alpha")).server) as alpha,
+        Client(build_app(project_settings(tmp_path, "beta")).server) as beta,
+    ):
+        made = await call(alpha, "create_lesson", lesson=PORT_LESSON)
+        assert made["metadata"]["project"] == "alpha"
+        found = await call(beta, "find_similar_errors", errorPattern=PORT_LESSON["errorPattern"])
+        assert [m["name"] for m in found["matches"]] == ["PORT_IN_USE"]
+        await call(beta, "create_lesson", lesson={**PORT_LESSON, "name": "PORT_IN_USE_AGAIN"})
+        for client, first in ((alpha, "PORT_IN_USE"), (beta, "PORT_IN_USE_AGAIN")):
+            found = await call(client, "find_similar_errors", errorPattern=PORT_LESSON["errorPattern"])
+            assert found["matches"][0]["name"] == first
+            log = "npm run dev\n" + PORT_LESSON["errorPattern"]["message"] + "\n"
+            recommended = await call(client, "get_lesson_recommendations", context=log)
+            assert recommended["recommendations"][0]["name"] == first
+
+
+async def test_lessons_per_project_with_memory_lessons_project(tmp_path: Path) -> None:
+    async with (
+        Client(build_app(project_settings(tmp_path, "alpha", MEMORY_LESSONS="project")).server) as alpha,
+        Client(build_app(project_settings(tmp_path, "beta", MEMORY_LESSONS="project")).server) as beta,
+    ):
+        await call(alpha, "create_lesson", lesson=PORT_LESSON)
+        assert (await call(beta, "find_similar_errors", errorPattern=PORT_LESSON["errorPattern"]))["matches"] == []
+        assert len((await call(alpha, "find_similar_errors", errorPattern=PORT_LESSON["errorPattern"]))["matches"]) == 1
+
+
+def test_auto_names_a_folder_stably_and_never_falls_back(tmp_path: Path) -> None:
+    repo = tmp_path / "My App"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    chosen = choose_project([], repo / "src")
+    assert chosen.folder == repo.resolve() and chosen.name == name_for_folder(repo.resolve())
+    assert chosen.name.startswith("my-app-") and project_name(chosen.name, "x") == chosen.name
+    assert choose_project([(repo / "src").as_uri()], tmp_path).name == chosen.name  # a root inside the repository
+    other = tmp_path / "elsewhere" / "My App"
+    (other / ".git").mkdir(parents=True)
+    assert choose_project([], other).name != chosen.name  # two checkouts called the same never share a memory
+    with pytest.raises(InvalidInputError) as refused:
+        choose_project([], tmp_path)
+    assert "MEMORY_PROJECT" in str(refused.value) and "not inside a git repository" in str(refused.value)
+
+
+async def test_auto_chooses_from_the_clients_roots_else_errors_without_touching_any_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "work" / "shop"
+    (repo / ".git").mkdir(parents=True)
+    data = tmp_path / "data"
+    data.mkdir()
+
+    async def roots(context: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=repo.as_uri(), name="shop")])
+
+    monkeypatch.chdir(tmp_path)  # not a repository: only the roots can choose
+    app = build_app(project_settings(data, "auto"))
+    async with Client(app.server, mode="legacy", list_roots_callback=roots) as client:
+        await call(client, "create_entities", entities=[{"name": "Ana", "entityType": "person", "observations": []}])
+        listed = await call(client, "list_projects")
+    assert listed["current"] == name_for_folder(repo.resolve())
+    lonely = build_app(project_settings(data, "auto"))
+    async with Client(lonely.server) as client:
+        result = await client.call_tool("read_graph", {})
+        assert result.is_error and "MEMORY_PROJECT" in result.content[0].text
+        again = await client.call_tool("create_entities", {"entities": [{"name": "X", "entityType": "t"}]})
+        assert again.is_error
+    default = build_app(settings_in(data))
+    async with Client(default.server) as client:
+        assert (await call(client, "read_graph"))["entities"] == []  # nothing fell back to the default store
+
+
+def test_the_cli_works_per_project_lists_projects_and_moves_an_entity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.json"))
+    for name, value in engine_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"type":"entity","name":"Ana","entityType":"person","observations":["x"]}\n'
+        '{"type":"entity","name":"Acme","entityType":"org","observations":[]}\n'
+        '{"type":"relation","from":"Ana","to":"Acme","relationType":"works_at"}\n',
+        encoding="utf-8",
+    )
+    assert main(["--project", "alpha", "import", str(source)]) == 0
+    assert main(["--project", "beta", "import", str(source)]) == 0
+    assert main(["--project", "beta", "move-entity", "Ana", "--to-project", "gamma"]) == 0
+    capsys.readouterr()
+    assert main(["projects"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [p["name"] for p in listed["projects"]][:1] == ["default"]
+    assert {"alpha", "beta", "gamma"} <= {p["name"] for p in listed["projects"]}
+    assert main(["--project", "gamma", "export"]) == 0
+    assert [json.loads(line)["name"] for line in capsys.readouterr().out.splitlines()] == ["Ana"]
+    assert main(["--project", "beta", "export"]) == 0
+    assert [json.loads(line).get("name") for line in capsys.readouterr().out.splitlines()] == ["Acme"]
+    assert main(["--project", "alpha", "export"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3  # the other project is untouched
+    assert main(["--project", "../up", "stats"]) == 2
+    assert "--project" in capsys.readouterr().err
+
+
+ALPHA_TOKEN, ADMIN_TOKEN = "alpha-token-0123456789", "admin-token-0123456789"
+
+
+@pytest.fixture
+def project_server(tmp_path: Path) -> Any:
+    from tests.memory_graph.test_http import free_port
+
+    port = free_port()
+    env = {**os.environ, "MEMORY_FILE_PATH": str(tmp_path / "memory.json"), "PYTHONPATH": str(ROOT)}
+    env.update(engine_env(tmp_path))
+    env.pop("MEMORY_AUTH_TOKEN", None)
+    env["MEMORY_AUTH_TOKENS"] = json.dumps({ALPHA_TOKEN: ["alpha"], ADMIN_TOKEN: "*"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memory_graph", "--transport", "http", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    import socket
+    import time
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert process.poll() is None, process.communicate()[1]
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.communicate(timeout=10)
+
+
+def status_of(url: str, token: str | None) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    ).encode()
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+async def test_http_serves_one_store_per_path_and_tokens_bound_to_projects_get_403_elsewhere(
+    project_server: str,
+) -> None:
+    from tests.memory_graph.test_http import client_for
+
+    assert status_of(f"{project_server}/alpha", ALPHA_TOKEN)[0] == 200
+    code, text = status_of(f"{project_server}/beta", ALPHA_TOKEN)
+    assert code == 403 and "alpha" in text
+    assert status_of(project_server, ALPHA_TOKEN)[0] == 403  # the default store is not one of its projects
+    assert status_of(f"{project_server}/alpha", None)[0] == 401
+    assert status_of(f"{project_server}/alpha", "wrong-token-0123456789")[0] == 401
+    assert status_of(f"{project_server}/..%2Fetc", ADMIN_TOKEN)[0] == 404
+    assert status_of(f"{project_server}/con", ADMIN_TOKEN)[0] == 404
+    async with client_for(f"{project_server}/alpha", ALPHA_TOKEN) as alpha:
+        await call(alpha, "create_entities", entities=[{"name": "Ana", "entityType": "person", "observations": []}])
+        listed = await call(alpha, "list_projects")
+        assert [p["name"] for p in listed["projects"]] == ["alpha"] and listed["current"] == "alpha"
+    async with client_for(f"{project_server}/beta", ADMIN_TOKEN) as beta:
+        assert (await call(beta, "read_graph"))["entities"] == []
+        assert {"alpha", "beta", "default"} <= {p["name"] for p in (await call(beta, "list_projects"))["projects"]}
+    async with client_for(project_server, ADMIN_TOKEN) as default:
+        assert (await call(default, "read_graph"))["entities"] == []
+    async with client_for(f"{project_server}/alpha", ADMIN_TOKEN) as alpha_again:
+        assert [e["name"] for e in (await call(alpha_again, "read_graph"))["entities"]] == ["Ana"]
+
+
+@pytest.mark.slow
+def test_several_projects_written_at_once_lose_nothing_and_share_one_lesson(tmp_path: Path) -> None:
+    from lessons.model import LessonInput
+    from memory_graph.app import build_services
+
+    base = project_settings(tmp_path, None)
+    build_services(base).lessons.create_lesson(LessonInput.model_validate(PORT_LESSON))
+    processes, writes = 4, 40
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **engine_env(tmp_path)}
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.memory_graph.workers",
+                "projects",
+                str(tmp_path),
+                f"p{w % 2}",
+                str(w),
+                str(writes),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(processes)
+    ]
+    for child in children:
+        out, _ = child.communicate(timeout=300)
+        assert child.returncode == 0 and out.strip() == "done"
+    for project in ("p0", "p1"):
+        services = build_services(base.for_project(project))
+        names = {e.name for e in services.graph.read_graph().entities if e.entityType == "write"}
+        assert names == {f"w{w}-{i}" for w in range(processes) if w % 2 == int(project[1]) for i in range(writes)}
+    shared = build_services(base)
+    shared.store.open()
+    lesson = shared.lessons.records["PORT_IN_USE"]
+    assert lesson["metadata"]["frequency"] == processes * writes  # every shared update counted once
