@@ -340,3 +340,29 @@ def test_several_projects_written_at_once_lose_nothing_and_share_one_lesson(tmp_
     shared.store.open()
     lesson = shared.lessons.records["PORT_IN_USE"]
     assert lesson["metadata"]["frequency"] == processes * writes  # every shared update counted once
+
+
+async def test_two_stdio_server_processes_on_two_projects_stay_apart(tmp_path: Path) -> None:
+    from mcp import StdioServerParameters
+
+    def params(project: str) -> StdioServerParameters:
+        env = {
+            "MEMORY_FILE_PATH": str(tmp_path / "memory.json"),
+            "MEMORY_PROJECT": project,
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": str(ROOT),
+            **engine_env(tmp_path),
+        }
+        return StdioServerParameters(command=sys.executable, args=["-m", "memory_graph"], env=env, cwd=str(tmp_path))
+
+    async with Client(params("alpha")) as alpha, Client(params("beta")) as beta:
+        await call(
+            alpha, "create_entities", entities=[{"name": "Maria", "entityType": "person", "observations": ["a"]}]
+        )
+        await call(beta, "create_entities", entities=[{"name": "Bruno", "entityType": "person", "observations": ["b"]}])
+        for client, mine, other in ((alpha, "Maria", "Bruno"), (beta, "Bruno", "Maria")):
+            assert [e["name"] for e in (await call(client, "read_graph"))["entities"]] == [mine]
+            assert (await call(client, "search_nodes", query=other))["entities"] == []
+            assert (await call(client, "open_nodes", names=[other]))["entities"] == []
+            text = (await client.read_resource(GRAPH_URI)).contents[0].text
+            assert mine in text and other not in text
