@@ -6,6 +6,7 @@ reads configuration. This module imports no protocol package, so admin commands 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 from dataclasses import dataclass, replace
@@ -17,6 +18,8 @@ from memory_graph.config import AUTO_PROJECT, DEFAULT_STORE, Settings
 from memory_graph.errors import InvalidInputError, StorageError
 from memory_graph.graph import LESSONS, MEMORY, GraphService
 from memory_graph.history import HistoryService
+from memory_graph.semantic import SemanticIndex
+from memory_graph.semantic import available as semantic_available
 from memory_graph.storage import Store, StoreEngine
 
 
@@ -88,9 +91,30 @@ def migration_target(settings: Settings, target: str) -> Settings:
     )
 
 
+def semantic_index(settings: Settings, store: StoreEngine) -> SemanticIndex | None:
+    """Recall by meaning when MEMORY_SEMANTIC and the installed extras allow it (nothing of it is imported here)."""
+    if settings.semantic == "off":
+        return None
+    if not semantic_available():
+        if settings.semantic == "on":
+            raise InvalidInputError(
+                "MEMORY_SEMANTIC=on but the semantic extra is not installed: pip install 'memory-graph[semantic]', "
+                "or set MEMORY_SEMANTIC=off"
+            )
+        return None
+    if settings.database_url is None:
+        side_file = settings.memory_file.with_name(f"{settings.memory_file.stem}.embeddings.jsonl")
+    else:  # a database store's embeddings are this machine's cache
+        digest = hashlib.sha1(store.location.encode()).hexdigest()[:16]
+        side_file = settings.cache_dir / "embeddings" / f"{digest}.jsonl"
+    index = SemanticIndex(settings.cache_dir, side_file)
+    store.add_listener(index)
+    return index
+
+
 def build_services(settings: Settings) -> Services:
     store = store_for(settings)
-    graph = GraphService(store, settings.max_response_chars)
+    graph = GraphService(store, settings.max_response_chars, semantic_index(settings, store))
     lessons = LessonService(store, graph, settings.project)
     return Services(settings, store, graph, lessons, HistoryService(store, graph))
 

