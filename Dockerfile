@@ -1,7 +1,7 @@
 # memory-graph for Claude Desktop and other stdio clients:
 #   docker build -t memory-graph .
 #   docker run -i --rm -v claude-memory:/data memory-graph
-# The PostgreSQL engine (MEMORY_DATABASE_URL) needs the postgres extra:
+# Extras: the PostgreSQL engine (MEMORY_DATABASE_URL) needs postgres, recall by meaning semantic (comma list):
 #   docker build --build-arg EXTRAS=postgres -t memory-graph:postgres .   (examples/compose.yaml does this)
 # Offline builds (no package index reachable): make wheels for the image's Python (3.12) first, then build:
 #   pip wheel --no-deps -w wheelhouse . && pip download --python-version 3.12 --only-binary=:all: -d wheelhouse .

@@ -116,7 +116,9 @@ def build_services(settings: Settings) -> Services:
     store = store_for(settings)
     graph = GraphService(store, settings.max_response_chars, semantic_index(settings, store))
     lessons = LessonService(store, graph, settings.project)
-    return Services(settings, store, graph, lessons, HistoryService(store, graph))
+    history = HistoryService(store, graph)
+    graph.last_change = history.last_change
+    return Services(settings, store, graph, lessons, history)
 
 
 def services_for_folder(

@@ -215,7 +215,7 @@ class Settings:
     lessons_scope: str = "shared"
     project_tokens: dict[str, frozenset[str] | None] = field(default_factory=dict)
     home_files: tuple[Path, Path] | None = None  # the default store's memory and lesson files, once on a project
-    semantic: str = "auto"  # auto | on | off
+    semantic: str = "off"  # auto | on | off (from_env defaults to auto; built directly, as tests and benches do: off)
     cache_dir: Path = Path.home() / ".cache" / "memory-graph"
 
     @property

@@ -168,6 +168,9 @@ class GraphService:
         self.store = store
         self.state = GraphState()
         self.semantic = semantic  # recall by meaning (the semantic extra), ranked below the lexical tiers
+        # When an entity last changed, for list_entities: the history's answer once the composition root connects
+        # it (the history service is built on this one).
+        self.last_change: Callable[[str], str | None] = lambda name: None
         self.max_response_chars = max_response_chars
         store.add_listener(self.state)
 
@@ -459,7 +462,10 @@ class GraphService:
         search.py); results carry no score, as the official output schema has none."""
         check_query(query)
         # Outside the store's hold: the model may still be loading, and only this search should wait for it.
-        meaning = self.semantic.search(query) if self.semantic is not None and query.strip() else []
+        meaning: list[tuple[str, float]] = []
+        if self.semantic is not None and query.strip():
+            self.store.open()  # the index hears of every entity before it is asked
+            meaning = self.semantic.search(query)
         with self.store.reading():
             state = self.state
             first, ranked = state.index.search_tiers(query, self._neighbours, state.ordinal)
@@ -496,7 +502,10 @@ class GraphService:
             for name in page[:limit]:
                 record = entities[name]
                 row = EntitySummary(
-                    name=name, entityType=record["entityType"], observationCount=len(record["observations"])
+                    name=name,
+                    entityType=record["entityType"],
+                    observationCount=len(record["observations"]),
+                    lastChanged=self.last_change(name),
                 )
                 used += len(name) + len(record["entityType"]) + 80
                 if rows and used > budget:

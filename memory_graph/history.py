@@ -251,6 +251,15 @@ class HistoryService:
         with self.store.reading():
             return find_duplicates(self.graph.state.entities, limit)
 
+    def last_change(self, name: str) -> str | None:
+        """When an entity (under this name) last changed, from its newest event; None without history (call it
+        inside a store read)."""
+        keys = self.index.by_entity.get(name)
+        if not keys or not self.store.keeps_history:
+            return None
+        at = self.store.event(keys[-1]).get("at")
+        return at if isinstance(at, str) else None
+
     def span(self) -> HistorySpan:
         """How many changes are kept, and the dates of the oldest and the newest (`memory-graph stats`)."""
         if not self.store.keeps_history:

@@ -122,7 +122,9 @@ class EntitySummary(BaseModel):
     entityType: str
     observationCount: int
     lastChanged: str | None = Field(
-        default=None, description="When the entity last changed (ISO 8601 UTC); null until history is kept"
+        default=None,
+        description="When the entity last changed (ISO 8601 UTC), from the change history; null for an entity "
+        "unchanged since before history was kept",
     )
 
     @model_serializer(mode="wrap")

@@ -97,6 +97,7 @@ class SemanticIndex:
         self._texts: dict[str, str] = {}
         self._vectors: dict[str, tuple[str, Any]] = {}  # name -> (text hash, float32 vector)
         self._pending: set[str] = set()
+        self._stored: dict[str, tuple[str, bytes]] = {}  # the side file's vectors not yet matched to an entity
         self._matrix: tuple[list[str], Any] | None = None
         self._model: Any = None
         self._ready = threading.Event()
@@ -104,6 +105,7 @@ class SemanticIndex:
         self._failed: str | None = None
         self._dirty = False
         self._started = False
+        self._numpy: Any = None
 
     # -- the store's notifications -------------------------------------------------------------------------------
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
@@ -122,6 +124,8 @@ class SemanticIndex:
                     known = self._vectors.get(name)
                     if known is None or known[0] != text_hash(text):
                         self._pending.add(name)
+                        if self._ready.is_set():
+                            self._adopt(name)
         self._wake.set()
 
     # -- the worker ------------------------------------------------------------------------------------------------
@@ -158,15 +162,23 @@ class SemanticIndex:
             self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         stored = read_vectors(self.side_file, MODEL) if self.side_file is not None else {}
         with self._lock:
-            for name, (digest, raw) in stored.items():
-                text = self._texts.get(name)
-                if text is not None and text_hash(text) == digest:
-                    self._vectors[name] = (digest, np.frombuffer(raw, dtype="<f2").astype(np.float32))
-                    self._pending.discard(name)
+            self._numpy = np
+            self._stored = stored
+            for name in list(self._pending):
+                self._adopt(name)
             self._matrix = None
-            self._dirty = len(stored) != len(self._vectors)
-        self._ready.set()
+            self._dirty = bool(self._pending)
+            self._ready.set()
         log.info("recall by meaning ready: %d embeddings reused, %d to compute", len(self._vectors), len(self._pending))
+
+    def _adopt(self, name: str) -> None:
+        """Take a pending entity's vector from the side file when it was made from the same text (lock held)."""
+        stored = self._stored.pop(name, None)
+        text = self._texts.get(name)
+        if stored is not None and text is not None and stored[0] == text_hash(text):
+            self._vectors[name] = (stored[0], self._numpy.frombuffer(stored[1], dtype="<f2").astype("float32"))
+            self._pending.discard(name)
+            self._matrix = None
 
     def _embed_pending(self, limit: int | None) -> None:
         while True:

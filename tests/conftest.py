@@ -20,6 +20,9 @@ from memory_graph.config import Settings
 from memory_graph.graph import GraphService
 
 TINY_SHARD = 3
+# Recall by meaning loads a 90 MB model and torch in every server that searches: only the tests about it use it
+# (marked `semantic`); every other test, in process or in a child process, runs as the default install does.
+os.environ.setdefault("MEMORY_SEMANTIC", "off")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
@@ -152,6 +155,14 @@ def graph_factory(tmp_path: Path) -> Callable[..., GraphService]:
 @pytest.fixture
 def graph(graph_factory: Callable[..., GraphService]) -> GraphService:
     return graph_factory()
+
+
+@pytest.fixture(autouse=True)
+def default_install_without_semantic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside tests marked `semantic`, settings built from a dict (MEMORY_SEMANTIC unset: auto) also behave as
+    without the semantic extra."""
+    if request.node.get_closest_marker("semantic") is None:
+        monkeypatch.setattr("memory_graph.app.semantic_available", lambda: False)
 
 
 @pytest.fixture

@@ -50,7 +50,13 @@ def test_random_call_sequences_match_the_reference(seed: int, tmp_path: Path) ->
         text=True,
         timeout=600,
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "MEMORY_TOOLS": "graph", "PYTHONPATH": str(ROOT), **engine_env(tmp_path)},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "MEMORY_TOOLS": "graph",
+            "PYTHONPATH": str(ROOT),
+            "MEMORY_SEMANTIC": "off",
+            **engine_env(tmp_path),
+        },
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "0 divergences" in run.stdout

@@ -59,7 +59,7 @@ def test_dev_set_bars_over_stdio_with_the_shared_evaluator(corpus: dict, tmp_pat
         text=True,
         timeout=600,
         cwd=tmp_path,
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "MEMORY_SEMANTIC": "off"},
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 

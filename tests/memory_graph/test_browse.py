@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +75,10 @@ async def test_only_the_official_nine_with_memory_tools_graph(tmp_path: Path) ->
 async def test_list_entities_pages_in_name_order(client: Client) -> None:
     first = await ok(client, "list_entities", limit=4)
     assert [e["name"] for e in first["entities"]] == ["Acme", "Ana", "Bruno", "Carla"]
-    assert first["entities"][0] == {
-        "name": "Acme",
-        "entityType": "organization",
-        "observationCount": 3,
-        "lastChanged": None,
-    }
+    acme = first["entities"][0]
+    newest = (await ok(client, "get_history", name="Acme", limit=1))["events"][0]["at"]
+    assert acme == {"name": "Acme", "entityType": "organization", "observationCount": 3, "lastChanged": newest}
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", newest)
     assert first["total"] == 6
     second = await ok(client, "list_entities", limit=4, cursor=first["nextCursor"])
     assert [e["name"] for e in second["entities"]] == ["Dora", "Emil"]

@@ -26,7 +26,7 @@ from memory_graph.storage import Store
 from tests.conftest import open_graph, open_services
 
 ROOT = Path(__file__).resolve().parents[2]
-CHILD_ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+CHILD_ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MEMORY_SEMANTIC": "off"}
 
 
 def ent(name: str, *observations: str) -> Entity:

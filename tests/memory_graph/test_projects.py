@@ -350,6 +350,7 @@ async def test_two_stdio_server_processes_on_two_projects_stay_apart(tmp_path: P
             "MEMORY_FILE_PATH": str(tmp_path / "memory.json"),
             "MEMORY_PROJECT": project,
             "PATH": os.environ.get("PATH", ""),
+            "MEMORY_SEMANTIC": "off",
             "PYTHONPATH": str(ROOT),
             **engine_env(tmp_path),
         }

@@ -174,7 +174,7 @@ def test_the_recall_bar_over_stdio(tmp_path: Path) -> None:
         text=True,
         timeout=600,
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MEMORY_SEMANTIC": "off"},
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     rows = {m.group(1): m.groups()[1:] for m in re.finditer(r"^(\w+)\s+\d+\s+([\d.]+)\s+([\d.]+)", run.stdout, re.M)}

@@ -143,6 +143,7 @@ async def test_a_truncated_read_says_so(tmp_path: Path) -> None:
 
 async def test_over_real_stdio(tmp_path: Path) -> None:
     env = {"MEMORY_FILE_PATH": str(tmp_path / "data" / "memory.json"), "PATH": os.environ.get("PATH", "")}
+    env["MEMORY_SEMANTIC"] = "off"
     params = StdioServerParameters(command=sys.executable, args=["-m", "memory_graph"], env=env, cwd=str(tmp_path))
     async with Client(params) as client:
         await call(
@@ -162,7 +163,7 @@ async def test_over_real_stdio(tmp_path: Path) -> None:
 
 
 async def test_relative_memory_path_resolves_against_the_working_directory(tmp_path: Path) -> None:
-    env = {"MEMORY_FILE_PATH": "rel/memory.json", "PATH": os.environ.get("PATH", "")}
+    env = {"MEMORY_FILE_PATH": "rel/memory.json", "PATH": os.environ.get("PATH", ""), "MEMORY_SEMANTIC": "off"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memory_graph"], env=env, cwd=str(tmp_path))
     async with Client(params) as client:
         await call(

@@ -284,7 +284,7 @@ def test_a_read_only_data_folder_serves_reads_and_refuses_writes_with_the_reason
         run = subprocess.run(
             [*user, sys.executable, "-c", script],
             cwd=ROOT,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MEMORY_SEMANTIC": "off"},
             capture_output=True,
             text=True,
             timeout=60,

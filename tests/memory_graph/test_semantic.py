@@ -1,0 +1,119 @@
+"""Recall by meaning with the real all-MiniLM-L6-v2 model (the semantic extra): paraphrases found, embeddings kept
+in a side file across restarts and rebuilt when it is missing, nothing on stdout, nothing loaded at start."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory_graph.app import build_services
+from memory_graph.config import Settings
+from memory_graph.model import Entity
+from memory_graph.semantic import MODEL, available
+from tests.conftest import SHARED, needed
+
+pytestmark = pytest.mark.semantic
+ROOT = Path(__file__).resolve().parents[2]
+PEOPLE = [
+    Entity(name="Tea habits", entityType="habit", observations=["Starts every morning with a pot of oolong"]),
+    Entity(name="Denis", entityType="person", observations=["Married to the user since 1988", "Retired engineer"]),
+    Entity(name="Moka", entityType="animal", observations=["The family's grey cat", "Takes thyroid pills daily"]),
+    Entity(name="Avro", entityType="format", observations=["Schema format used by the data team"]),
+]
+
+
+@pytest.fixture(autouse=True)
+def extra_installed() -> None:
+    needed(available(), "the semantic extra is not installed (pip install 'memory-graph[semantic]')")
+
+
+def settings(folder: Path, semantic: str = "on") -> Settings:
+    env = {"MEMORY_FILE_PATH": str(folder / "memory.json"), "MEMORY_SEMANTIC": semantic}
+    return Settings.from_env({**env, "XDG_CACHE_HOME": str(ROOT / ".pytest-cache-models")}, cwd=folder)
+
+
+def names(found: object) -> list[str]:
+    return [e.name for e in found.entities]  # type: ignore[attr-defined]
+
+
+def test_a_paraphrase_is_found_by_meaning_and_only_with_the_extra(tmp_path: Path) -> None:
+    services = build_services(settings(tmp_path))
+    services.graph.create_entities(PEOPLE)
+    query = "who is her husband"  # no word in common with "Married to the user since 1988"
+    assert names(services.graph.search_nodes(query))[0] == "Denis"
+    assert names(services.graph.search_nodes("Avro"))[0] == "Avro"  # the exact match still leads
+    plain = build_services(settings(tmp_path, semantic="off"))
+    assert "Denis" not in names(plain.graph.search_nodes(query))
+
+
+def test_embeddings_survive_a_restart_and_are_rebuilt_when_missing(tmp_path: Path) -> None:
+    services = build_services(settings(tmp_path))
+    services.graph.create_entities(PEOPLE)
+    assert services.graph.search_nodes("pet medication")  # the model is loaded and every entity embedded
+    assert services.graph.semantic is not None
+    services.graph.semantic.flush()
+    side = tmp_path / "memory.embeddings.jsonl"
+    lines = side.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["model"] == MODEL and len(lines) == 1 + len(PEOPLE)
+    before = side.read_bytes()
+    again = build_services(settings(tmp_path))
+    semantic = again.graph.semantic
+    assert semantic is not None
+    assert "Moka" in names(again.graph.search_nodes("which animal needs pills"))[:2]
+    assert semantic._pending == set() and len(semantic._vectors) == len(PEOPLE)
+    semantic.flush()
+    assert side.read_bytes() == before  # reused, nothing computed again
+    again.graph.create_entities([Entity(name="Kiln", entityType="tool", observations=["Fired with propane"])])
+    side.unlink()
+    rebuilt = build_services(settings(tmp_path))
+    assert "Kiln" in names(rebuilt.graph.search_nodes("what fuel does the furnace burn"))[:2]
+    assert rebuilt.graph.semantic is not None
+    rebuilt.graph.semantic.flush()
+    assert len(side.read_text(encoding="utf-8").splitlines()) == 1 + len(PEOPLE) + 1
+
+
+def test_nothing_of_the_model_is_loaded_until_the_first_search(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from memory_graph.app import build_services\n"
+        "from memory_graph.config import Settings\n"
+        f"services = build_services(Settings.from_env({{'MEMORY_FILE_PATH': {str(tmp_path / 'm.json')!r}, "
+        "'MEMORY_SEMANTIC': 'on'}))\n"
+        "services.store.open()\n"
+        "loaded = [m for m in ('torch', 'sentence_transformers', 'numpy') if m in sys.modules]\n"
+        "assert services.graph.semantic is not None and not loaded, loaded\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert run.returncode == 0
+
+
+@pytest.mark.slow
+def test_the_recall_bar_with_the_semantic_extra_over_stdio(tmp_path: Path) -> None:
+    """Over real stdio, so a model that printed anything on stdout would break the protocol here."""
+    evaluator, corpus = SHARED / "tools" / "recall_eval.py", SHARED / "data" / "recall-dev.json"
+    needed(evaluator.exists() and corpus.exists(), f"the shared recall evaluator or corpus is not in {SHARED}")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "MEMORY_SEMANTIC": "on",
+        "XDG_CACHE_HOME": str(ROOT / ".pytest-cache-models"),
+    }
+    server = f"{sys.executable} -m memory_graph"
+    run = subprocess.run(
+        [sys.executable, str(evaluator), "--server", server, "--data", str(corpus), "--passes", "1"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    rows = {m.group(1): m.groups()[1:] for m in re.finditer(r"^(\w+)\s+\d+\s+([\d.]+)\s+([\d.]+)", run.stdout, re.M)}
+    assert float(rows["exact"][0]) == 1.0, run.stdout  # hit@1
+    assert float(rows["overall"][1]) >= 0.94, run.stdout  # hit@5
