@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 from rapidfuzz import fuzz, process
 
-from lessons.signature import evidence_words, quoted_words, shape, strip_ansi
+from lessons.signature import evidence_words, identity_words, quoted_words, shape, strip_ansi
 
 T = TypeVar("T")
 PRIOR_SUCCESSES = 2.0
@@ -69,6 +69,7 @@ FIND_MIN_CONFIDENCE = 0.11
 RECOMMEND_MIN_CONFIDENCE = 0.10
 UNKNOWN_WORD_WEIGHT = 0.5  # of a unique word's rarity, for a query word no lesson has
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
+IDENTITY_CONFLICT = 0.75  # of a match's score, when the query and the lesson name different errors
 CANDIDATES = 48
 MAX_ERROR_LINES = 60
 TAIL_LINES = 10
@@ -171,6 +172,9 @@ class IndexedLesson:
     # More match keys: the shapes of the lesson's observations. An assistant often writes a summary as the
     # message and the real error wording in an observation; the partial alignment takes the best key.
     other_shapes: tuple[str, ...] = ()
+    # Identity tokens (signature.identity_words) of the message, and of everything the lesson says.
+    message_identity: frozenset[str] = frozenset()
+    all_identity: frozenset[str] = frozenset()
 
 
 def lesson_text(record: dict[str, Any]) -> str:
@@ -212,6 +216,8 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         other_shapes=tuple(
             shape(str(text)[:MAX_KEY_CHARS]) for text in islice(record.get("observations") or [], MAX_KEYS)
         ),
+        message_identity=identity_words(message),
+        all_identity=identity_words(lesson_text(record)),
     )
 
 
@@ -254,9 +260,11 @@ class Query:
     known_mass: float = 0.0
     sorted_shape: str = ""
     quoted: frozenset[str] = frozenset()
+    identity: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.sorted_shape = sort_words(self.shape)
+        self.identity = identity_words(self.text)
 
 
 def query_of(text: str, text_shape: str | None = None) -> Query:
@@ -399,7 +407,7 @@ class LessonIndex:
     def match(self, query: Query, lesson: IndexedLesson, query_type: str = "") -> float:
         """The match score; `query_type` is the caller's error type as a `type_key`, "" when unknown."""
         base, cap, sorted_ratio = self._partial_free(query, lesson)
-        score = base + self._partial(query, lesson, cap, sorted_ratio)
+        score = (base + self._partial(query, lesson, cap, sorted_ratio)) * identity_factor(query, lesson)
         untyped = score / (1 - W_TYPE)
         # The type is a soft prior: a caller's own wording of it ("db" for "database") must not score worse than
         # giving none, so a differing type falls back to the untyped score; an equal one adds a little on top.
@@ -415,10 +423,19 @@ class LessonIndex:
         for base, cap, sorted_ratio, query in bounds:
             if base + cap <= best:
                 break
-            score = base + self._partial(query, lesson, cap, sorted_ratio)
+            score = (base + self._partial(query, lesson, cap, sorted_ratio)) * identity_factor(query, lesson)
             if score > best:
                 best, winner = score, query
         return best / (1 - W_TYPE), winner
+
+
+def identity_factor(query: Query, lesson: IndexedLesson) -> float:
+    """How much a match keeps of its score when the two name different errors: the query names its error
+    (`KeyError`), the lesson's message names one too (`IndexError`), and nothing the lesson says names the
+    query's. A lesson that names no error (a summary in its own words) is not held against."""
+    if query.identity and lesson.message_identity and not query.identity & lesson.all_identity:
+        return IDENTITY_CONFLICT
+    return 1.0
 
 
 def error_windows(log: str) -> list[tuple[str, str]]:

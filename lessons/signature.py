@@ -282,6 +282,21 @@ def signature(text: str) -> Signature:
     return Signature(shape=shape(text), evidence=evidence_words(text))
 
 
+# An error's identity: what names the kind of failure rather than where it happened. Exception and error class
+# names (`ZeroDivisionError`, `java.lang.NullPointerException`, `ParseIntError`), compiler and tool codes
+# (`E0382`, `TS2304`, `C2065`, `SQLSTATE 42P01`), and errno names (`ENOENT`, `EADDRINUSE`).
+IDENTITY = re.compile(
+    r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Fault|Panic)\b"
+    r"|\b[A-Z]{1,4}\d{3,5}\b"
+    r"|\bE[A-Z]{3,15}\b"
+)
+
+
+def identity_words(text: str) -> frozenset[str]:
+    """The identity tokens of an error text, lower-cased (see IDENTITY)."""
+    return frozenset(token.lower() for token in IDENTITY.findall(strip_ansi(text)))
+
+
 def quoted_words(text: str) -> frozenset[str]:
     """The lower-cased words inside quotes: names the message mentions (a key, a file, a builtin)."""
     return frozenset(w.lower() for w in _quoted_words(strip_ansi(text)) if not w.startswith("sym:"))
