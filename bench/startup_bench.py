@@ -67,9 +67,12 @@ def request(process: subprocess.Popen[bytes], message: dict) -> dict:
             return answer
 
 
-def cold_start(command: list[str], memory: Path, tool: str, arguments: dict) -> tuple[float, float, int]:
+def cold_start(
+    command: list[str], memory: Path, tool: str, arguments: dict, extra_env: dict[str, str] | None = None
+) -> tuple[float, float, int]:
     """(seconds to the initialize answer, seconds to the tool's answer, RSS in KiB after it)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MEMORY_FILE_PATH": str(memory), "PYTHONPATH": str(ROOT)}
+    env.update(extra_env or {})
     started = time.perf_counter()
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env

@@ -34,6 +34,8 @@ wins; an exact match with no record (0.85 x relevance) still beats an unrelated 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import heapq
 import math
 import re
@@ -41,10 +43,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import chain, islice, takewhile
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rapidfuzz import fuzz, process
 
+from lessons import signature as signature_module
 from lessons.signature import evidence_words, identity_words, quoted_words, shape, strip_ansi
 
 T = TypeVar("T")
@@ -226,6 +230,48 @@ def _indexed_fields(record: dict[str, Any]) -> tuple[Any, ...]:
     return record.get("errorPattern"), record.get("observations"), record.get("verificationSteps")
 
 
+def fields_hash(record: dict[str, Any]) -> str:
+    """A digest of what index_record reads: a cached signature is valid while this is unchanged. (repr, not JSON:
+    one C call, and the same record read from the same line always has the same repr.)"""
+    return hashlib.sha1(repr(_indexed_fields(record)).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@functools.cache
+def signature_version() -> str:
+    """Which code made a cached signature: a digest of the two modules that compute it, so any change to them
+    makes every cached signature stale instead of silently wrong."""
+    digest = hashlib.sha1()
+    for module in (__file__, signature_module.__file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def lesson_to_cache(lesson: IndexedLesson) -> dict[str, Any]:
+    return {
+        "type": lesson.type,
+        "shape": lesson.shape,
+        "message_evidence": sorted(lesson.message_evidence),
+        "all_evidence": sorted(lesson.all_evidence),
+        "other_shapes": list(lesson.other_shapes),
+        "message_identity": sorted(lesson.message_identity),
+        "all_identity": sorted(lesson.all_identity),
+    }
+
+
+def lesson_from_cache(name: str, value: dict[str, Any]) -> IndexedLesson:
+    return IndexedLesson(
+        name=name,
+        type=str(value["type"]),
+        shape=str(value["shape"]),
+        sorted_shape=sort_words(str(value["shape"])),
+        message_evidence=frozenset(value["message_evidence"]),
+        all_evidence=frozenset(value["all_evidence"]),
+        other_shapes=tuple(value["other_shapes"]),
+        message_identity=frozenset(value["message_identity"]),
+        all_identity=frozenset(value["all_identity"]),
+    )
+
+
 def sort_words(text: str) -> str:
     return " ".join(sorted(text.split()))
 
@@ -289,6 +335,9 @@ class LessonIndex:
         self._idf: dict[str, float] = {}
         self._message_mass: dict[str, float] = {}
         self._prepared: dict[str, tuple[tuple[Any, ...], IndexedLesson]] = {}
+        # Signatures read from the side cache (name -> (fields hash, value)), and those this process made, to save.
+        self.cached: dict[str, tuple[str, Any]] = {}
+        self.made: dict[str, tuple[str, Any]] = {}
 
     def prepare_record(self, record: dict[str, Any]) -> None:
         """Index a record ahead of its commit, outside the store's lock: put() takes the result when the record
@@ -301,7 +350,11 @@ class LessonIndex:
     def put(self, record: dict[str, Any]) -> None:
         self.remove(record["name"])
         prepared = self._prepared.get(record["name"])
-        indexed = prepared[1] if prepared and prepared[0] == _indexed_fields(record) else index_record(record)
+        if prepared and prepared[0] == _indexed_fields(record):
+            indexed = prepared[1]
+            self.made[indexed.name] = (fields_hash(record), lesson_to_cache(indexed))
+        else:
+            indexed = self._cached_or_indexed(record)
         self.lessons[indexed.name] = indexed
         self._sorted_shapes[indexed.name] = indexed.sorted_shape[:FUZZY_CHARS]
         self._idf.clear()
@@ -309,6 +362,30 @@ class LessonIndex:
         for word in indexed.all_evidence:
             self._document_frequency[word] += 1
             self._holders.setdefault(word, set()).add(indexed.name)
+
+    def _cached_or_indexed(self, record: dict[str, Any]) -> IndexedLesson:
+        """The record's signature from the side cache when it was made from the same fields, else computed (and
+        kept for the next save)."""
+        name = record["name"]
+        digest = fields_hash(record)
+        hit = self.cached.get(name)
+        if hit is not None and hit[0] == digest:
+            try:
+                return lesson_from_cache(name, hit[1])
+            except (KeyError, TypeError, ValueError):
+                pass  # a damaged entry: computed again
+        indexed = index_record(record)
+        self.made[name] = (digest, lesson_to_cache(indexed))
+        return indexed
+
+    def cache_entries(self) -> dict[str, tuple[str, Any]]:
+        """Every current lesson's signature entry (for the side cache)."""
+        entries = {}
+        for name in self.lessons:
+            entry = self.made.get(name) or self.cached.get(name)
+            if entry is not None:
+                entries[name] = entry
+        return entries
 
     def remove(self, name: str) -> None:
         old = self.lessons.pop(name, None)

@@ -8,7 +8,10 @@ whether a name is taken.
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from lessons.model import (
@@ -43,16 +46,20 @@ from lessons.ranking import (
     error_windows,
     margins,
     query_of,
+    signature_version,
     success_statistic,
     type_key,
 )
 from lessons.signature import evidence_words
-from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
+from memory_graph.errors import ConflictError, InvalidInputError, MemoryGraphError, NotFoundError
 from memory_graph.graph import LESSONS, ImportSummary
 from memory_graph.search import closest_name
-from memory_graph.storage import Key, StoreEngine, merge_records
+from memory_graph.storage import Key, StoreEngine, merge_records, read_side_cache, write_side_cache
 
+log = logging.getLogger(__name__)
 MAX_CONTEXT_CHARS = 1_048_576
+SAVE_DELAY_SECONDS = 1.0
+SAVE_NOW_SIGNATURES = 1_000
 SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
 LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
@@ -74,9 +81,20 @@ def statistic_of(record: dict[str, Any]) -> float:
 
 
 class LessonService:
-    def __init__(self, store: StoreEngine, names: EntityTypes, project: str | None = None) -> None:
+    def __init__(
+        self,
+        store: StoreEngine,
+        names: EntityTypes,
+        project: str | None = None,
+        signature_cache: Path | None = None,
+    ) -> None:
         self.store = store
         self.names = names
+        # Signatures cost most of a start with many lessons (regexes over every text): they are kept in a side
+        # cache and reused for every lesson whose fields are unchanged (ranking.fields_hash).
+        self.signature_cache = signature_cache
+        self._cache_read = False
+        self._saving = threading.Lock()
         self.project = project  # recorded on the lessons written here; preferred at equal relevance
         self.records: dict[str, dict[str, Any]] = {}
         self.index = LessonIndex()
@@ -85,6 +103,10 @@ class LessonService:
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         if collection != LESSONS:
             return
+        if not self._cache_read and self.signature_cache is not None:
+            self._cache_read = True
+            self.index.cached = read_side_cache(self.signature_cache, signature_version())
+        made = len(self.index.made)
         for key in removed:
             if key[0] == "entity":
                 self.records.pop(key[1], None)
@@ -93,6 +115,43 @@ class LessonService:
             if record.get("type") == "entity":
                 self.records[record["name"]] = record
                 self.index.put(record)
+        new = len(self.index.made) - made
+        if new and self.signature_cache is not None and self._saving.acquire(blocking=False):
+            if new >= SAVE_NOW_SIGNATURES:
+                # A bulk load: saving costs a few percent of computing them, and a short-lived process (an admin
+                # command) would otherwise exit before a timer fired.
+                try:
+                    self._write_signatures(held=True)
+                finally:
+                    self._saving.release()
+                return
+            timer = threading.Timer(SAVE_DELAY_SECONDS, self._save_later)
+            timer.daemon = True
+            timer.start()
+
+    def save_signatures(self) -> None:
+        """Write the signature cache now (it is written a second after changes anyway)."""
+        with self._saving:
+            self._write_signatures(held=False)
+
+    def _save_later(self) -> None:
+        try:
+            self._write_signatures(held=False)
+        finally:
+            self._saving.release()
+
+    def _write_signatures(self, held: bool) -> None:
+        """Write the signature cache (`held`: inside a store notification, where the store is already held)."""
+        assert self.signature_cache is not None
+        try:
+            if held:
+                entries = self.index.cache_entries()
+            else:
+                with self.store.reading():
+                    entries = self.index.cache_entries()
+            write_side_cache(self.signature_cache, signature_version(), entries)
+        except (OSError, MemoryGraphError) as exc:
+            log.warning("could not keep the lesson signatures in %s (%s)", self.signature_cache, exc)
 
     def _elsewhere(self, name: str) -> bool:
         """Whether a lesson came from another project (it ranks after this project's at equal relevance)."""

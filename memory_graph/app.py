@@ -91,6 +91,16 @@ def migration_target(settings: Settings, target: str) -> Settings:
     )
 
 
+def side_file(settings: Settings, store: StoreEngine, kind: str) -> Path:
+    """Where a service keeps a side cache of its store: beside the memory file (`memory.embeddings.jsonl`, beside
+    the lesson file for signatures), or, for a database store, in this machine's cache folder."""
+    if settings.database_url is None:
+        main = settings.lesson_file if kind == "signatures" else settings.memory_file
+        return main.with_name(f"{main.stem}.{kind}.jsonl")
+    digest = hashlib.sha1(store.location.encode()).hexdigest()[:16]
+    return settings.cache_dir / kind / f"{digest}.jsonl"
+
+
 def semantic_index(settings: Settings, store: StoreEngine) -> SemanticIndex | None:
     """Recall by meaning when MEMORY_SEMANTIC and the installed extras allow it (nothing of it is imported here)."""
     if settings.semantic == "off":
@@ -102,12 +112,7 @@ def semantic_index(settings: Settings, store: StoreEngine) -> SemanticIndex | No
                 "or set MEMORY_SEMANTIC=off"
             )
         return None
-    if settings.database_url is None:
-        side_file = settings.memory_file.with_name(f"{settings.memory_file.stem}.embeddings.jsonl")
-    else:  # a database store's embeddings are this machine's cache
-        digest = hashlib.sha1(store.location.encode()).hexdigest()[:16]
-        side_file = settings.cache_dir / "embeddings" / f"{digest}.jsonl"
-    index = SemanticIndex(settings.cache_dir, side_file)
+    index = SemanticIndex(settings.cache_dir, side_file(settings, store, "embeddings"))
     store.add_listener(index)
     return index
 
@@ -115,7 +120,7 @@ def semantic_index(settings: Settings, store: StoreEngine) -> SemanticIndex | No
 def build_services(settings: Settings) -> Services:
     store = store_for(settings)
     graph = GraphService(store, settings.max_response_chars, semantic_index(settings, store))
-    lessons = LessonService(store, graph, settings.project)
+    lessons = LessonService(store, graph, settings.project, side_file(settings, store, "signatures"))
     history = HistoryService(store, graph)
     graph.last_change = history.last_change
     return Services(settings, store, graph, lessons, history)

@@ -14,6 +14,7 @@ its modules directly (tests/test_project.py checks it).
 - store.py: the JSON Lines engine: locking, transactions, commits, check
 - postgres.py: the PostgreSQL engine (the `postgres` extra), imported only when MEMORY_DATABASE_URL is set
 - sources.py: reading other memories' files for import
+- side_cache.py, vectors.py: the services' side caches (lesson signatures, embeddings), never trusted
 """
 
 from typing import Any
@@ -31,6 +32,7 @@ from memory_graph.storage.codec import (
 from memory_graph.storage.engine import ChangeListener, StoreEngine, Transaction, copy_records
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.layout import folder_usage
+from memory_graph.storage.side_cache import read_side_cache, write_side_cache
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
 from memory_graph.storage.store import Store
 from memory_graph.storage.vectors import read_vectors, write_vectors
@@ -51,10 +53,12 @@ __all__ = [
     "files_to_import",
     "folder_usage",
     "merge_records",
+    "read_side_cache",
     "read_source",
     "read_vectors",
     "record_key",
     "relation_key",
+    "write_side_cache",
     "write_vectors",
 ]
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from memory_graph.errors import StorageError
 from memory_graph.storage.check import CheckReport
@@ -270,6 +270,8 @@ class PostgresStore(StoreEngine):
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection; left in a transaction it is rolled back, broken it is replaced."""
         with self._thread_lock:
+            if self._closed.is_set():
+                raise StorageError(f"the store {self.location} was closed; open a new one")
             if not self._pool_open:
                 self._pool.open(wait=False)
                 self._pool_open = True
@@ -277,6 +279,8 @@ class PostgresStore(StoreEngine):
             conn = self._pool.getconn()
         except PoolTimeout as exc:
             raise self._unreachable(exc) from exc
+        except PoolClosed as exc:
+            raise StorageError(f"the store {self.location} was closed; open a new one") from exc
         try:
             yield conn
         finally:

@@ -60,7 +60,7 @@ def test_embeddings_survive_a_restart_and_are_rebuilt_when_missing(tmp_path: Pat
     services.graph.semantic.flush()
     side = tmp_path / "memory.embeddings.jsonl"
     lines = side.read_text(encoding="utf-8").splitlines()
-    assert json.loads(lines[0])["model"] == MODEL and len(lines) == 1 + len(PEOPLE)
+    assert json.loads(lines[0])["tag"] == MODEL and len(lines) == 1 + len(PEOPLE)
     before = side.read_bytes()
     again = build_services(settings(tmp_path))
     semantic = again.graph.semantic
