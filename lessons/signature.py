@@ -13,6 +13,7 @@ timestamps, quoting styles and colour codes around it. A signature has two parts
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -288,13 +289,23 @@ def signature(text: str) -> Signature:
 IDENTITY = re.compile(
     r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Fault|Panic)\b"
     r"|\b[A-Z]{1,4}\d{3,5}\b"
-    r"|\bE[A-Z]{3,15}\b"
+    r"|\bE[A-Z0-9]{3,15}\b"
 )
+# Errno names are the platform's own (ENOENT, EADDRINUSE), not any capitalised word (ERROR, EMPTY, ENTRY); the
+# bare words Error and Exception name no particular error.
+ERRNO_NAMES = frozenset(errno.errorcode.values())
+GENERIC_IDENTITIES = frozenset({"error", "exception", "warning", "fault", "panic"})
 
 
 def identity_words(text: str) -> frozenset[str]:
     """The identity tokens of an error text, lower-cased (see IDENTITY)."""
-    return frozenset(token.lower() for token in IDENTITY.findall(strip_ansi(text)))
+    found = set()
+    for token in IDENTITY.findall(strip_ansi(text)):
+        errno_like = token.isupper() and token.startswith("E") and token.isalpha()
+        if (errno_like and token not in ERRNO_NAMES) or token.lower() in GENERIC_IDENTITIES:
+            continue
+        found.add(token.lower())
+    return frozenset(found)
 
 
 def quoted_words(text: str) -> frozenset[str]:

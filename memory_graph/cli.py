@@ -135,7 +135,12 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     from memory_graph.http import check_binding, run_http
 
     host = args.host or settings.host
-    check_binding(host, settings.auth_token)
+    if settings.project == AUTO_PROJECT:
+        raise InvalidInputError(
+            "MEMORY_PROJECT=auto chooses a project per stdio connection; over HTTP every client would share the "
+            "first one's. Serve projects at /mcp/<project> instead (unset MEMORY_PROJECT, or pin one name)."
+        )
+    check_binding(host, settings.auth_token or next(iter(settings.project_tokens), None))
     app.start_loading()
     return run_http(app, host=host, port=args.port or settings.port)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import heapq
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ TRUNCATION_HINT = (
     "Narrow it with search_nodes (a more specific query) or open_nodes (exact names), or raise "
     "MEMORY_MAX_RESPONSE_CHARS."
 )
+
+log = logging.getLogger(__name__)
 
 
 def searchable_fields(record: dict[str, Any]) -> list[str]:
@@ -119,6 +122,14 @@ class GraphState:
                 # Interned, the ends share the entities' name strings instead of holding copies of their own.
                 self._add_relation((intern(record["from"]), intern(record["to"]), intern(record["relationType"])))
             else:
+                if collection == LESSONS and self.home.get(record["name"]) == MEMORY:
+                    # Trigger: another project wrote a shared lesson under a name this project's memory uses.
+                    # Why: the project's own entity must not vanish behind it. Outcome: the entity stays; the
+                    # lesson is not shown here (it is, in every project without that name).
+                    log.warning(
+                        "the shared lesson %r is hidden here: this project has an entity of that name", record["name"]
+                    )
+                    continue
                 name = record["name"] = intern(record["name"])
                 record["entityType"] = intern(record["entityType"])
                 self.entities[name] = record

@@ -572,12 +572,19 @@ def _substring_rank(query: str, name: str, score: float) -> tuple[int, float, in
 # lexical noise outranks the paraphrases.) The substring tier always comes first: it is what the official server
 # returns.
 SEMANTIC_LEAD = 2
+# Nearness that says nothing: an unrelated query ("xyzzy") still has nearest entities, at a cosine of about 0.2 with
+# this model. Semantic hits under SEMANTIC_MIN are never shown (0.15 cost no dev query), and when no word of the
+# query matched anything they must reach SEMANTIC_ALONE_MIN, so a search for what is not there stays empty.
+SEMANTIC_MIN = 0.15
+SEMANTIC_ALONE_MIN = 0.35
 
 
 def fuse(first: list[str], ranked: list[tuple[str, bool]], semantic: list[tuple[str, float]]) -> list[str]:
     """One answer from the tiers, at most MAX_RANKED below the substring tier. Without semantic hits this is the
     lexical answer unchanged."""
     lexical = [name for name, _ in ranked]
+    floor = SEMANTIC_MIN if first or lexical else SEMANTIC_ALONE_MIN
+    semantic = [(name, similarity) for name, similarity in semantic if similarity >= floor]
     if not semantic:
         return [*first, *lexical]
     cut = max((i + 1 for i, (_, whole) in enumerate(ranked) if whole), default=0)

@@ -131,9 +131,11 @@ class SemanticIndex:
     # -- the worker ------------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Load the model and keep the embeddings current in a daemon thread."""
-        if not self._started:
+        with self._lock:
+            if self._started:
+                return
             self._started = True
-            threading.Thread(target=self._work, name="memory-graph-semantic", daemon=True).start()
+        threading.Thread(target=self._work, name="memory-graph-semantic", daemon=True).start()
 
     def _work(self) -> None:
         try:

@@ -127,6 +127,8 @@ def store_usage(url: str) -> dict[str, tuple[int, int, str | None]]:
             ).fetchall()
     except psycopg.errors.UndefinedTable:
         return {}
+    except psycopg.ProgrammingError:
+        raise StorageError("MEMORY_DATABASE_URL is not a valid PostgreSQL URL (see the README's Team setup)") from None
     except psycopg.Error as exc:
         raise StorageError(f"cannot list the stores of {safe_url(url)}: {exc}") from exc
     return {
@@ -220,6 +222,15 @@ class PostgresStore(StoreEngine):
         pool_size: int = 4,
     ) -> None:
         super().__init__(actor)
+        try:
+            conninfo_to_dict(url)
+        except psycopg.ProgrammingError:
+            # The driver's message quotes the bad part, which may be the password: never shown.
+            raise StorageError(
+                "MEMORY_DATABASE_URL is not a valid PostgreSQL URL; check it has the form "
+                "postgresql://user:password@host:5432/dbname and that special characters in the password are "
+                "percent-encoded (%40 for @, %25 for %)"
+            ) from None
         self.url = url
         self.store_name = store_name
         checks = {**(record_checks or {}), HISTORY: event_check}
@@ -323,7 +334,7 @@ class PostgresStore(StoreEngine):
             if self._opened:
                 return
             with self._session(write=False) as conn:
-                conn.commit()
+                self._commit_read(conn)
             log.info("memory opened: %s", self.location)
 
     def close(self) -> None:
@@ -401,6 +412,7 @@ class PostgresStore(StoreEngine):
                     found[collection][key_text] = text
         for name, rows in found.items():
             collection = self.collections[name]
+            collection.unreadable = {}  # read again from scratch below
             fresh: dict[Key, str] = {}
             upserted: list[dict[str, Any]] = []
             for key_text, text in rows.items():
@@ -445,6 +457,8 @@ class PostgresStore(StoreEngine):
         for (name, key_text), text in latest.items():
             collection = self.collections[name]
             removed, upserted = by_collection.setdefault(name, ([], []))
+            if text is None:
+                collection.unreadable.pop(key_text, None)  # the row is gone (deleted, or moved aside by repair)
             readable = collection.readable(key_text, text) if text is not None else None
             if readable is None:
                 with suppress(ValueError, TypeError):
@@ -464,8 +478,15 @@ class PostgresStore(StoreEngine):
     def reading(self) -> Iterator[None]:
         with self._thread_lock:
             with self._session(write=False) as conn:
-                conn.commit()
+                self._commit_read(conn)
             yield
+
+    def _commit_read(self, conn: psycopg.Connection[Any]) -> None:
+        """End a read-only transaction; a connection lost at that point is reported like any other."""
+        try:
+            conn.commit()
+        except psycopg.Error as exc:
+            raise self._unreachable(exc) from exc
 
     def poll(self) -> None:
         """Catch up when another server said it committed (LISTEN), or every IDLE_POLL_SECONDS in any case."""
@@ -664,7 +685,7 @@ class PostgresStore(StoreEngine):
                 found.problems = [f"{self.location}: {name} record {key}: {why}" for _, name, key, _, why in bad]
                 found.notes.append(
                     f"{self.location}: schema version {SCHEMA_VERSION}, {len(rows)} records, "
-                    f"change log at {self._applied_seq}"
+                    "change log at " + ", ".join(f"{store} {seq}" for store, seq in sorted(self._applied_seq.items()))
                 )
                 if fix and bad:
                     with conn.cursor() as cursor:
@@ -681,6 +702,9 @@ class PostgresStore(StoreEngine):
                             "INSERT INTO memory_graph_changes (store, collection, key) VALUES (%s, %s, %s)",
                             [(store, name, key) for store, name, key, _, _ in bad],
                         )
+                    for _, name, key, _, _ in bad:
+                        if name in self.collections:
+                            self.collections[name].unreadable.pop(key, None)
                     found.repaired.append(
                         f"moved {len(bad)} unusable record(s) to the table memory_graph_rejected (kept whole, with "
                         "the reason)"
