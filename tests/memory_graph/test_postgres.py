@@ -131,6 +131,12 @@ async def test_an_unreadable_row_is_reported_kept_and_repaired_never_overwritten
     assert services.store.check().ok
     kept = sql(url, "SELECT record, reason FROM memory_graph_rejected")
     assert json.loads(kept[0][0]) == lesson and "verificationSteps" in kept[0][1]
+    # Every server, not only the one that repaired, takes writes to that name again.
+    other = open_services(tmp_path)
+    assert other.store.check().ok
+    entity = Entity(name="BROKEN", entityType="note", observations=[])
+    services.graph.create_entities([entity])
+    assert [e.name for e in other.graph.open_nodes(["BROKEN"]).entities] == ["BROKEN"]
 
 
 async def test_an_unreachable_database_gets_a_clear_tool_error_and_the_server_keeps_answering(tmp_path: Path) -> None:
@@ -164,6 +170,14 @@ async def test_a_database_restart_under_a_running_server(tmp_path: Path, postgre
         assert not back.is_error
         names = [e["name"] for e in (await client.call_tool("read_graph", {})).structured_content["entities"]]
         assert names == ["Alice", "Bob"]
+
+
+def test_a_malformed_database_url_is_refused_without_quoting_it(tmp_path: Path) -> None:
+    from memory_graph.app import open_database
+
+    with pytest.raises(StorageError) as refused:
+        open_database("postgresql://bob:s3cr%zzet@127.0.0.1:5432/memory")
+    assert "s3cr" not in str(refused.value) and "percent-encoded" in str(refused.value)
 
 
 def test_a_server_sees_another_servers_commits_at_its_next_call(tmp_path: Path) -> None:

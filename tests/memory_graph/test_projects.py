@@ -138,6 +138,27 @@ async def test_lessons_per_project_with_memory_lessons_project(tmp_path: Path) -
         assert len((await call(alpha, "find_similar_errors", errorPattern=PORT_LESSON["errorPattern"]))["matches"]) == 1
 
 
+def test_a_shared_lesson_never_hides_a_projects_own_entity(tmp_path: Path) -> None:
+    from lessons.model import LessonInput
+    from memory_graph.app import build_services
+    from memory_graph.model import Entity
+
+    alpha = build_services(project_settings(tmp_path, "alpha"))
+    alpha.graph.create_entities([Entity(name="PORT_IN_USE", entityType="note", observations=["alpha's own"])])
+    beta = build_services(project_settings(tmp_path, "beta"))
+    beta.lessons.create_lesson(LessonInput.model_validate(PORT_LESSON))
+    found = alpha.graph.open_nodes(["PORT_IN_USE"]).entities
+    assert [(e.entityType, e.observations) for e in found] == [("note", ["alpha's own"])]
+    alpha.graph.delete_entities(["PORT_IN_USE"])
+    assert alpha.graph.open_nodes(["PORT_IN_USE"]).entities == []
+
+
+def test_auto_is_refused_over_http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.json"))
+    monkeypatch.setenv("MEMORY_PROJECT", "auto")
+    assert main(["serve", "--transport", "http", "--port", "1"]) == 1
+
+
 def test_auto_names_a_folder_stably_and_never_falls_back(tmp_path: Path) -> None:
     repo = tmp_path / "My App"
     (repo / ".git").mkdir(parents=True)

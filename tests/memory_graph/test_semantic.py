@@ -48,6 +48,7 @@ def test_a_paraphrase_is_found_by_meaning_and_only_with_the_extra(tmp_path: Path
     query = "who is her husband"  # no word in common with "Married to the user since 1988"
     assert names(services.graph.search_nodes(query))[0] == "Denis"
     assert names(services.graph.search_nodes("Avro"))[0] == "Avro"  # the exact match still leads
+    assert names(services.graph.search_nodes("xyzzy")) == []  # what is not there is not found by nearness
     plain = build_services(settings(tmp_path, semantic="off"))
     assert "Denis" not in names(plain.graph.search_nodes(query))
 
