@@ -132,7 +132,8 @@ def project_name(raw: str, source: str) -> str:
             if name.lower() in (AUTO_PROJECT, DEFAULT_STORE)
             else f"{source}={name!r} is a reserved name (a device name on Windows); choose another project name"
         )
-    return name
+    # One case: on macOS and Windows `Alpha` and `alpha` are one folder, so they must be one project everywhere.
+    return name.lower()
 
 
 def project_tokens(raw: str, cwd: Path) -> dict[str, frozenset[str] | None]:

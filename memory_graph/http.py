@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 HEADER_TIMEOUT = 20.0
 KEEP_ALIVE_TIMEOUT = 5
+MAX_PROJECT_APPS = 256  # each served project holds a store (and, on PostgreSQL, a connection pool)
 
 
 class BearerTokenMiddleware:
@@ -94,6 +95,12 @@ def http_app(app: App, host: str) -> ASGIApp:
     settings = app.base_settings
     check_binding(host, settings.auth_token or next(iter(settings.project_tokens), None))
     return ProjectRouter(app, host)
+
+
+def _loopback_host(headers: dict[bytes, bytes]) -> bool:
+    host = headers.get(b"host", b"").decode("latin-1").strip().lower()
+    name = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0] if ":" in host else host
+    return name in LOOPBACK_HOSTS
 
 
 def _json_response(status: int, error: str, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> Any:
@@ -166,7 +173,18 @@ class ProjectRouter:
         else:
             await self._send(send, *_json_response(404, "not_found", f"MCP is served at {MCP_PATH} and /mcp/<project>"))
             return
-        opened = self.allowed(dict(scope.get("headers") or []).get(b"authorization", b""))
+        headers = dict(scope.get("headers") or [])
+        if not (self.settings.auth_token or self.settings.project_tokens) and not _loopback_host(headers):
+            # Without tokens only this machine may connect (binding elsewhere needs one): a page on another site
+            # that resolves its name to 127.0.0.1 (DNS rebinding) sends its own Host and opens nothing.
+            await self._send(send, *_json_response(403, "forbidden", "requests must be addressed to localhost"))
+            return
+        if project is not None and project not in self.apps and len(self.apps) > MAX_PROJECT_APPS:
+            await self._send(
+                send, *_json_response(503, "too_many_projects", f"at most {MAX_PROJECT_APPS} projects are served")
+            )
+            return
+        opened = self.allowed(headers.get(b"authorization", b""))
         if opened is False:
             message = "send the header 'Authorization: Bearer <token>' (MEMORY_AUTH_TOKEN or one of MEMORY_AUTH_TOKENS)"
             challenge = [(b"www-authenticate", b'Bearer realm="memory-graph"')]

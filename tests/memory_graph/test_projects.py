@@ -388,3 +388,12 @@ async def test_two_stdio_server_processes_on_two_projects_stay_apart(tmp_path: P
             assert (await call(client, "open_nodes", names=[other]))["entities"] == []
             text = (await client.read_resource(GRAPH_URI)).contents[0].text
             assert mine in text and other not in text
+
+
+def test_project_names_have_one_case_and_tokenless_http_answers_only_localhost() -> None:
+    from memory_graph.http import _loopback_host
+
+    assert project_name("MyApp", "MEMORY_PROJECT") == "myapp"  # one folder on every file system
+    assert _loopback_host({b"host": b"127.0.0.1:8000"}) and _loopback_host({b"host": b"localhost"})
+    assert _loopback_host({b"host": b"[::1]:8000"})
+    assert not _loopback_host({b"host": b"evil.example:8000"}) and not _loopback_host({})
