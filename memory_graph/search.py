@@ -332,22 +332,24 @@ class SubstringIndex:
 
     def _substring_docs(self, query: str) -> list[int]:
         phrase = query.lower()
-        words = list(dict.fromkeys(phrase.split()))
+        tokens = phrase.split()
+        words = list(dict.fromkeys(tokens))
+        several = len(tokens) > 1  # "a a" is two words (both present), even if they are the same one
         contains = self._contains
         if FIELD_SEPARATOR in phrase:
             # Only an entity with a field that holds the separator itself can match such a query.
             pool: Iterable[int] = [self._doc_of[n] for n in self._fields_with_separator]
         else:
-            pool = self._narrowed(phrase, words)
-        if len(words) > 1:
+            pool = self._narrowed(phrase, words, several)
+        if several:
             return [d for d in pool if contains(d, phrase) or all(contains(d, w) for w in words)]
         return [d for d in pool if contains(d, phrase)]
 
-    def _narrowed(self, phrase: str, words: list[str]) -> Iterable[int]:
+    def _narrowed(self, phrase: str, words: list[str], several: bool) -> Iterable[int]:
         """Documents that may match: the index's candidates plus every pending document, or all when the query
         has no run of word characters long enough to narrow with."""
         pool: set[int] | None = None
-        if len(words) > 1:
+        if several:
             # The phrase holds every word too, so the documents holding every word are candidates for both rules:
             # the narrowable words' candidates intersected, one set at a time.
             for found in map(self._candidates, words):

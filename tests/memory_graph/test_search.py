@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memory_graph.search import FIELD_SEPARATOR, SubstringIndex
@@ -22,6 +22,7 @@ def brute_force(docs: dict[str, list[str]], query: str) -> set[str]:
 
 
 @settings(max_examples=300, deadline=None)
+@example(docs={"1": [""]}, queries=["A A"], removed=0, slice_size=1)  # a repeated word is still two words
 @given(
     docs=st.dictionaries(
         st.text(ALPHABET, min_size=1, max_size=6), st.lists(TEXT, min_size=1, max_size=3), max_size=12
