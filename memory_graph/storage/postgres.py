@@ -511,15 +511,27 @@ class PostgresStore(StoreEngine):
                 return
             try:
                 self._write(conn, rows)
-                conn.commit()
             except psycopg.OperationalError as exc:
                 raise self._unreachable(exc) from exc
             except psycopg.Error as exc:
+                raise self._refused(exc) from exc
+            try:
+                conn.commit()
+            except psycopg.OperationalError as exc:
+                # The commit was sent: whether the database applied it before the connection went is unknown.
                 raise StorageError(
-                    f"the database {safe_url(self.url)} refused the change ({exc.diag.message_primary or exc}); "
-                    "nothing was changed"
+                    f"the connection to the PostgreSQL database {safe_url(self.url)} was lost while committing; the "
+                    "change may or may not have been saved. Read it back (open_nodes, read_graph) before retrying."
                 ) from exc
+            except psycopg.Error as exc:
+                raise self._refused(exc) from exc
             self._applied(rows)
+
+    def _refused(self, exc: psycopg.Error) -> StorageError:
+        return StorageError(
+            f"the database {safe_url(self.url)} refused the change ({exc.diag.message_primary or exc}); "
+            "nothing was changed"
+        )
 
     def _rows(self, tx: Transaction) -> _Rows:
         rows = _Rows()
