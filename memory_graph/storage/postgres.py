@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ CHANNEL = "memory_graph"
 CONNECT_TIMEOUT_SECONDS = 5
 BULK_ROWS = 500  # from this many rows a commit copies them in (COPY) instead of one statement per row
 IDLE_POLL_SECONDS = 30.0  # an idle subscriber also looks this often, in case a notification was missed
+CHANGE_LOG_HOURS = 24  # `compact` keeps a day of the change log: a server idle for longer reads the store again
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -656,6 +658,30 @@ class PostgresStore(StoreEngine):
                 backoff = min(backoff * 2, 30.0)
 
     # -- administration --------------------------------------------------------------------------------------
+    def prune_history(self, older_than: datetime) -> int:
+        """Drop old change events (as the files do), and the change log's rows older than CHANGE_LOG_HOURS: a
+        server that has not caught up past them reads the whole store again instead (`pruned_through`)."""
+        dropped = super().prune_history(older_than)
+        try:
+            with self._thread_lock, self._session(write=True) as conn:
+                for store in self.stores:
+                    row = conn.execute(
+                        "SELECT max(seq) FROM memory_graph_changes WHERE store = %s "
+                        "AND changed_at < now() - make_interval(hours => %s)",
+                        (store, CHANGE_LOG_HOURS),
+                    ).fetchone()
+                    if row is None or row[0] is None:
+                        continue
+                    conn.execute("DELETE FROM memory_graph_changes WHERE store = %s AND seq <= %s", (store, row[0]))
+                    conn.execute(
+                        "UPDATE memory_graph_stores SET pruned_through = greatest(pruned_through, %s) WHERE store = %s",
+                        (row[0], store),
+                    )
+                conn.commit()
+        except psycopg.Error as exc:
+            raise StorageError(f"could not prune the change log of {self.location}: {exc}") from exc
+        return dropped
+
     def describe(self) -> dict[str, list[dict[str, Any]]]:
         with self.reading(), self._connection() as conn:
             rows = conn.execute(

@@ -260,3 +260,20 @@ def test_migrate_copies_files_to_the_database_and_back_verified_leaving_the_sour
     assert capsys.readouterr().out == exported
     restored = services_for_folder(back.parent)
     assert restored.store.events() == source.store.events()  # the history came along, event for event
+
+
+def test_compact_prunes_the_change_log_and_a_server_behind_it_reads_the_store_again(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    first, second = open_services(tmp_path), open_services(tmp_path)
+    first.graph.create_entities([Entity(name="Alice", entityType="person", observations=[])])
+    assert [e.name for e in second.graph.read_graph().entities] == ["Alice"]
+    first.graph.create_entities([Entity(name="Bob", entityType="person", observations=[])])
+    first.graph.delete_entities(["Alice"])  # `second` has not seen these yet
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    sql(url, "UPDATE memory_graph_changes SET changed_at = now() - interval '2 days'")
+    first.store.prune_history(datetime(2000, 1, 1, tzinfo=UTC))
+    assert sql(url, "SELECT count(*) FROM memory_graph_changes") == [(0,)]
+    assert sql(url, "SELECT pruned_through > 0 FROM memory_graph_stores WHERE store = 'default'") == [(True,)]
+    assert [e.name for e in second.graph.read_graph().entities] == ["Bob"]  # read again, Alice's delete included
