@@ -58,8 +58,7 @@ from memory_graph.storage import Key, StoreEngine, merge_records, read_side_cach
 
 log = logging.getLogger(__name__)
 MAX_CONTEXT_CHARS = 1_048_576
-SAVE_DELAY_SECONDS = 1.0
-SAVE_NOW_SIGNATURES = 1_000
+SAVE_NOW_SIGNATURES = 200
 SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
 LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
@@ -115,30 +114,18 @@ class LessonService:
             if record.get("type") == "entity":
                 self.records[record["name"]] = record
                 self.index.put(record)
-        new = len(self.index.made) - made
-        if new and self.signature_cache is not None and self._saving.acquire(blocking=False):
-            if new >= SAVE_NOW_SIGNATURES:
-                # A bulk load: saving costs a few percent of computing them, and a short-lived process (an admin
-                # command) would otherwise exit before a timer fired.
-                try:
-                    self._write_signatures(held=True)
-                finally:
-                    self._saving.release()
-                return
-            timer = threading.Timer(SAVE_DELAY_SECONDS, self._save_later)
-            timer.daemon = True
-            timer.start()
+        # Saved when a batch computed many signatures (a start with a stale cache, an import): the cost is a few
+        # percent of computing them. Lessons created one at a time are not saved at once: the next start computes
+        # those few again and saves once they add up. (A timer thread writing later raced with folders being
+        # removed, and a short-lived admin command exits before it fires.)
+        if len(self.index.made) - made >= SAVE_NOW_SIGNATURES and self.signature_cache is not None:
+            with self._saving:
+                self._write_signatures(held=True)
 
     def save_signatures(self) -> None:
-        """Write the signature cache now (it is written a second after changes anyway)."""
+        """Write the signature cache now (`memory-graph` writes it when a load or import computed many)."""
         with self._saving:
             self._write_signatures(held=False)
-
-    def _save_later(self) -> None:
-        try:
-            self._write_signatures(held=False)
-        finally:
-            self._saving.release()
 
     def _write_signatures(self, held: bool) -> None:
         """Write the signature cache (`held`: inside a store notification, where the store is already held)."""

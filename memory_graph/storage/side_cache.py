@@ -43,5 +43,5 @@ def write_side_cache(path: Path, tag: str, entries: dict[str, tuple[str, Any]]) 
     lines = [json.dumps({"tag": tag, "count": len(entries)})]
     for key, (digest, value) in entries.items():
         lines.append(json.dumps({"key": key, "hash": digest, "value": value}, ensure_ascii=False))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache folder; a data folder exists already
     atomic_write(path, "\n".join(lines) + "\n", durable=False)  # a cache: losing it costs a recomputation

@@ -40,7 +40,7 @@ def test_a_restart_reuses_unchanged_signatures_and_recomputes_changed_ones(tmp_p
     services = services_for_folder(tmp_path)
     for lesson in corpus["lessons"]:
         services.lessons.create_lesson(LessonInput.model_validate(lesson))
-    services.lessons.save_signatures()  # what the timer does a second after changes
+    services.lessons.save_signatures()  # created one at a time: not saved until asked (or a later load)
     cache = tmp_path / "lesson.signatures.jsonl"
     header, *entries = cache.read_text(encoding="utf-8").splitlines()
     assert json.loads(header)["tag"] == signature_version() and len(entries) == len(corpus["lessons"])
