@@ -48,19 +48,24 @@ def serve(folder: Path, *args: str, token: str | None = TOKEN) -> subprocess.Pop
     )
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    process = serve(tmp_path, "--port", str(port))
-    deadline = time.monotonic() + 20
+def wait_for_port(process: subprocess.Popen[str], port: int, seconds: float = 20) -> None:
+    """Until the spawned server accepts connections on the port (failing with its stderr if it exits)."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
+            return
         except OSError:
             if process.poll() is not None:
                 pytest.fail(f"the HTTP server did not start: {process.communicate()[1]}")
             time.sleep(0.05)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    process = serve(tmp_path, "--port", str(port))
+    wait_for_port(process, port)
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     process.communicate(timeout=10)

@@ -239,7 +239,7 @@ ALPHA_TOKEN, ADMIN_TOKEN = "alpha-token-0123456789", "admin-token-0123456789"
 
 @pytest.fixture
 def project_server(tmp_path: Path) -> Any:
-    from tests.memory_graph.test_http import free_port
+    from tests.memory_graph.test_http import free_port, wait_for_port
 
     port = free_port()
     env = {**os.environ, "MEMORY_FILE_PATH": str(tmp_path / "memory.json"), "PYTHONPATH": str(ROOT)}
@@ -253,17 +253,7 @@ def project_server(tmp_path: Path) -> Any:
         stderr=subprocess.PIPE,
         text=True,
     )
-    import socket
-    import time
-
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert process.poll() is None, process.communicate()[1]
-            time.sleep(0.05)
+    wait_for_port(process, port)
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     process.communicate(timeout=10)
