@@ -55,6 +55,11 @@ def main() -> None:
             for label, by_call in times.items():
                 figures = ", ".join(f"{c} p50 {statistics.median(v):.2f} ms" for c, v in by_call.items())
                 print(f"{size} entities, {label}: {figures}")
+            ratios = ", ".join(
+                f"{call} {statistics.median(times['with history'][call]) / statistics.median(v):.2f}x"
+                for call, v in times["without history"].items()
+            )
+            print(f"{size} entities, with / without history: {ratios}")
 
 
 if __name__ == "__main__":

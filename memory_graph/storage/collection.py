@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from memory_graph.errors import LineProblem, StorageError
@@ -239,6 +240,24 @@ class Collection:
         return upserted
 
     # -- after a commit -------------------------------------------------------------------------------------
+    def taken_back(self, path: Path) -> None:
+        """After a failed append was cut back off: the shard holds the bytes it was read with again (its size
+        tells), only its times changed, so it is not taken for a hand edit. Still longer: left to be reread."""
+        index = self.names.index_of(path.name)
+        shard = self.shards.get(index) if index is not None else None
+        now = file_stat(path)
+        if shard is not None and shard.stat is not None and now is not None and now[0] == shard.stat[0]:
+            shard.stat = now
+
+    def appended(self, index: int, lines: ShardLines) -> None:
+        """Hold lines a commit appended to a shard (its generation stays: the stamp was not renewed)."""
+        shard = self.shards[index]
+        shard.lines.update(lines)
+        shard.stat = file_stat(self.names.path(index))
+        shard.line_count += len(lines)
+        for key in lines:
+            self._locate(key, index)
+
     def apply(self, plan: dict[int, ShardLines], token: str) -> None:
         """Hold the shards a commit wrote (the plan), without reading them back."""
         for index, lines in plan.items():

@@ -26,7 +26,10 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,10 +47,11 @@ class CommitPendingError(StorageError):
 
 @dataclass(frozen=True)
 class FileWrite:
-    """New content for a file, or None to delete it."""
+    """New content for a file, or None to delete it; with `append`, lines to add at the file's end."""
 
     path: Path
     content: str | None
+    append: bool = False
 
 
 def temp_name(target: Path) -> Path:
@@ -89,10 +93,16 @@ def _write_temp(target: Path, content: str, durable: bool = True) -> Path:
     return temp
 
 
-def atomic_write(target: Path, content: str, durable: bool = True) -> None:
-    """Replace `target` atomically; `durable=False` skips the fsyncs (for hints that may be lost)."""
+def atomic_write(
+    target: Path, content: str, durable: bool = True, before_replace: Callable[[], None] | None = None
+) -> None:
+    """Replace `target` atomically; `durable=False` skips the fsyncs (for hints that may be lost).
+    `before_replace` runs once the new content is on disk and before it replaces the target (if it raises,
+    the target is left as it was)."""
     temp = _write_temp(target, content, durable)
     try:
+        if before_replace is not None:
+            before_replace()
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -100,6 +110,68 @@ def atomic_write(target: Path, content: str, durable: bool = True) -> None:
         raise
     if durable:
         fsync_dir(target.parent)
+
+
+@contextmanager
+def appending(target: Path, content: str) -> Iterator[Callable[[], None]]:
+    """Add `content` at the end of an existing file and yield its flush (an fdatasync: one flush, where a
+    replace needs two, the file's and its folder's). If the block raises, the content is cut back off, so the
+    file is as it was."""
+    data = content.encode("utf-8")
+    fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # a file that does not end its last line (never ours) keeps that line whole
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            yield lambda: os.fdatasync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+                os.fdatasync(fd)
+            raise
+    finally:
+        os.close(fd)
+
+
+class BackgroundFlush:
+    """One worker thread that flushes a file while the caller writes another: two fsyncs overlap instead of
+    adding up. Made again in a forked child (a fork does not copy the parent's worker)."""
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._guard = threading.Lock()
+
+    def submit(self, call: Callable[[], None]) -> Future[None]:
+        with self._guard:
+            if self._pool is None or self._pid != os.getpid():
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="memory-graph-flush")
+                self._pid = os.getpid()
+            return self._pool.submit(call)
+
+
+BACKGROUND_FLUSH = BackgroundFlush()
+
+
+def cut_tail(target: Path, offset: int, aside: Path) -> None:
+    """Move the bytes of `target` from `offset` on into `aside` (durably, first), then cut them off."""
+    with open(target, "rb") as handle:
+        handle.seek(offset)
+        tail = handle.read()
+    with open(aside, "ab") as handle:
+        handle.write(tail if tail.endswith(b"\n") else tail + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.ftruncate(fd, offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _digest(content: str) -> str:

@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import wait
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,18 +36,28 @@ from typing import Any
 from memory_graph.errors import LineProblem, StaleShardError, StorageError
 from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_repair, report, scan
 from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
-from memory_graph.storage.collection import Collection
+from memory_graph.storage.collection import Collection, Reloaded
 from memory_graph.storage.engine import StoreEngine, Transaction, public_caller
 from memory_graph.storage.files import (
+    BACKGROUND_FLUSH,
     FileWrite,
+    appending,
     atomic_write,
     commit_files,
+    cut_tail,
     read_journal,
     recover_journal,
     remove_stray_temps,
 )
-from memory_graph.storage.history_log import events_first, unfinished_commit
-from memory_graph.storage.layout import ShardNames, bookkeeping_file, file_stat, kind_of, overlap
+from memory_graph.storage.history_log import events_appended, events_first, unfinished_commit, unfinished_tail
+from memory_graph.storage.layout import (
+    ShardNames,
+    bookkeeping_file,
+    file_stat,
+    kind_of,
+    overlap,
+    rejected_lines_file,
+)
 from memory_graph.storage.lock import FolderLock, LockTimeout
 from memory_graph.storage.placement import Changes, Plan, plan_changes
 from memory_graph.storage.stamp import Manifest, StampFile
@@ -161,8 +172,7 @@ class Store(StoreEngine):
             _release(taken)
 
     def _refuse_read_only(self) -> None:
-        for collection in self.collections.values():
-            folder = collection.names.folder
+        for folder in {c.names.folder for c in self.collections.values()}:  # usually one folder for all
             if not os.access(folder, os.W_OK):
                 raise StorageError(
                     f"cannot change the memory: the data folder {folder} is read-only for this user. Reads still "
@@ -246,6 +256,7 @@ class Store(StoreEngine):
         for collection in self.collections.values():
             change = collection.reload()
             if collection.name == HISTORY:
+                change = self._set_aside_unfinished_appends(collection, change)
                 new_events = change.upserted
             self._notify(collection.name, change.removed, change.upserted)
         if new_events:
@@ -254,6 +265,45 @@ class Store(StoreEngine):
         if startup:
             for problem in (p for c in self.collections.values() for p in c.problems()):
                 log.error("unreadable line (kept, never overwritten): %s", problem)
+
+    def _set_aside_unfinished_appends(self, history: Collection, change: Reloaded) -> Reloaded:
+        """Move aside what a crash left of an append to the history (see `unfinished_tail`), then read the shard
+        again. Looked for only where it can be: a shard with an unreadable line, or new events whose newest
+        commit is short of its `commitEvents`."""
+        suspects = {index for index, shard in history.shards.items() if shard.problems}
+        if change.upserted:
+            newest = max(change.upserted, key=lambda e: str(e["id"]))
+            prefix = str(newest["id"]).rsplit("-", 1)[0] + "-"
+            expected = newest.get("commitEvents")
+            if isinstance(expected, int) and sum(str(e["id"]).startswith(prefix) for e in change.upserted) < expected:
+                suspects.add(history.locations[record_key(newest)][0])
+        if not suspects or not all(os.access(c.names.folder, os.W_OK) for c in self.collections.values()):
+            return change
+
+        def held(prefix: str) -> int:
+            return sum(1 for key in history.locations if str(key[1]).startswith(prefix))
+
+        label = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        cut_any = False
+        for index in sorted(suspects):
+            path = history.names.path(index)
+            try:
+                cut = unfinished_tail(path.read_bytes(), held)
+                if cut is not None:
+                    aside = rejected_lines_file(path, label)
+                    cut_tail(path, cut, aside)
+                    log.warning("moved what a crash left of an unfinished history append in %s to %s", path, aside)
+                    cut_any = True
+            except OSError as exc:
+                raise StorageError(f"cannot finish the history file {path} a crash left unfinished: {exc}") from exc
+        if not cut_any:
+            return change
+        again = history.reload()
+        gone = set(again.removed)
+        return Reloaded(
+            [*change.removed, *again.removed],
+            [*(e for e in change.upserted if record_key(e) not in gone), *again.upserted],
+        )
 
     def _roll_forward(self, new_events: list[dict[str, Any]]) -> None:
         """Finish a commit whose events were written but whose graph shard was not (see history_log.py)."""
@@ -264,10 +314,16 @@ class Store(StoreEngine):
 
     # -- committing ------------------------------------------------------------------------------------------
     def _commit(self, changes: dict[str, Changes]) -> None:
-        plans = {name: plan_changes(self.collections[name], ch) for name, ch in changes.items() if ch}
+        plans = {
+            name: plan_changes(self.collections[name], ch) for name, ch in changes.items() if ch and name != HISTORY
+        }
+        events = changes.get(HISTORY)
+        append = events_appended(events, plans, self.collections[HISTORY]) if events else None
+        if events and append is None:
+            plans[HISTORY] = plan_changes(self.collections[HISTORY], events)
         if not plans:
             return
-        self._verify_unchanged(plans)
+        self._verify_unchanged(plans if append is None else {**plans, HISTORY: {append[0]: {}}})
         writes: list[FileWrite] = []
         for name, plan in plans.items():
             collection = self.collections[name]
@@ -279,7 +335,15 @@ class Store(StoreEngine):
                     writes.append(FileWrite(path, None))
         token = StampFile.new_token()
         manifests = {name: self.collections[name].next_manifest(plan, token) for name, plan in plans.items()}
-        redo_log = HISTORY in self.collections and events_first(plans, writes, self.collections[HISTORY])
+        if append is not None:
+            # The history's stamp is not renewed for an append: the graph's is, and every process reloads all its
+            # collections when a stamp changes, finding the appended shard by its size.
+            index, lines = append
+            history_file = self.collections[HISTORY].names.path(index)
+            writes.insert(0, FileWrite(history_file, "".join(line + "\n" for line in lines.values()), append=True))
+            redo_log = True
+        else:
+            redo_log = HISTORY in self.collections and events_first(plans, writes, self.collections[HISTORY])
         self._write(writes, manifests, redo_log=redo_log)
         for name, plan in plans.items():
             collection = self.collections[name]
@@ -287,6 +351,9 @@ class Store(StoreEngine):
             removed = [key for key in changes[name].deletes if key not in collection.locations]
             upserted = [r for r in changes[name].upserts if record_key(r) in collection.locations]
             self._notify(name, removed, upserted)
+        if append is not None and events is not None:
+            self.collections[HISTORY].appended(*append)
+            self._notify(HISTORY, [], events.upserts)
 
     def _write(self, writes: list[FileWrite], manifests: dict[str, Manifest], redo_log: bool = False) -> None:
         """Renew the stamps (first: see stamp.py), then make the writes happen all or nothing (in order, without
@@ -297,7 +364,22 @@ class Store(StoreEngine):
                 held = {collection.names.file_name(i) for i in collection.shards}
                 collection.seen_stamp = collection.stamp.write(manifest, durable=set(manifest) != held)
                 self.bytes_written += len(collection.seen_stamp)
-            if redo_log:
+            if redo_log and writes[0].append:
+                # The events are the redo log: they must be on disk before the graph shard is replaced, not
+                # before its new content is written, so the two flushes overlap.
+                # If the graph shard cannot be written, the events are cut back off: the call changed nothing.
+                events, shard = writes
+                try:
+                    with appending(events.path, events.content or "") as flush:
+                        flushed = BACKGROUND_FLUSH.submit(flush)
+                        try:
+                            atomic_write(shard.path, shard.content or "", before_replace=flushed.result)
+                        finally:
+                            wait([flushed])  # the file is closed after this, never under a running flush
+                except BaseException:
+                    self.collections[HISTORY].taken_back(events.path)
+                    raise
+            elif redo_log:
                 for write in writes:
                     atomic_write(write.path, write.content or "")
             else:

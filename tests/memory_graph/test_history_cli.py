@@ -13,6 +13,7 @@ import pytest
 from lessons.model import LessonInput
 from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
+from memory_graph.errors import StorageError
 from memory_graph.graph import MEMORY
 from memory_graph.model import Entity, ObservationAddition
 from memory_graph.storage import Store
@@ -67,32 +68,47 @@ def test_a_store_without_history_keeps_working(tmp_path: Path) -> None:
     assert with_history.history.restore_entity("A").entity.name == "A"
 
 
-def test_a_crash_between_the_history_and_the_graph_shard_is_rolled_forward(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_crash_between_the_history_and_the_graph_shard_is_rolled_forward(tmp_path: Path) -> None:
     services = open_services(tmp_path, shard_lines=1000)
     services.graph.create_entities([Entity(name="Alice", entityType="person", observations=["a"])])
+    graph_before = (tmp_path / "memory.json").read_bytes()
+    services.graph.create_entities([Entity(name="Bob", entityType="person", observations=[])])
+    # What a kill after the events were flushed and before the graph shard was replaced leaves behind.
+    (tmp_path / "memory.json").write_bytes(graph_before)
 
-    class Crash(Exception):
-        pass
-
-    real_replace = os.replace
-
-    def dying_replace(src: str, dst: str) -> None:
-        if str(dst).endswith("memory.json") and (tmp_path / "history.json").read_text().count("\n") == 2:
-            raise Crash  # the events are in place, the graph shard is not
-        real_replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", dying_replace)
-    with pytest.raises(Crash):
-        services.graph.create_entities([Entity(name="Bob", entityType="person", observations=[])])
-    monkeypatch.setattr(os, "replace", real_replace)
-    assert "Bob" not in (tmp_path / "memory.json").read_text()
     reopened = open_services(tmp_path, shard_lines=1000)
+
     assert sorted(e.name for e in reopened.graph.read_graph().entities) == ["Alice", "Bob"]
     assert "Bob" in (tmp_path / "memory.json").read_text()
     assert [e.op for e in reopened.history.get_history().events] == ["create_entities", "create_entities"]
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_graph_shard_that_cannot_be_replaced_takes_its_events_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    services = open_services(tmp_path, shard_lines=1000)
+    services.graph.create_entities([Entity(name="Alice", entityType="person", observations=["a"])])
+    history_before = (tmp_path / "history.json").read_bytes()
+    real_replace = os.replace
+
+    def failing_replace(src: str, dst: str) -> None:
+        if str(dst).endswith("memory.json"):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(StorageError, match="Nothing was changed"):
+        services.graph.create_entities([Entity(name="Bob", entityType="person", observations=[])])
+    monkeypatch.setattr(os, "replace", real_replace)
+
+    assert (tmp_path / "history.json").read_bytes() == history_before
+    assert [e.name for e in services.graph.read_graph().entities] == ["Alice"]
+    reopened = open_services(tmp_path, shard_lines=1000)
+    assert [e.name for e in reopened.graph.read_graph().entities] == ["Alice"]
+    assert len(reopened.history.get_history().events) == 1
+    services.graph.create_entities([Entity(name="Carol", entityType="person", observations=[])])
+    assert sorted(e.name for e in open_services(tmp_path, 1000).graph.read_graph().entities) == ["Alice", "Carol"]
 
 
 def test_a_hand_edit_after_the_last_commit_is_not_rolled_back(tmp_path: Path) -> None:
