@@ -1,13 +1,18 @@
-"""What the change history costs a write: one-entity create_entities and add_observations, p50 in process, on a
-store with history and one without, interleaved (so machine noise hits both alike).
+"""What the change history costs: a write (one-entity create_entities and add_observations, p50 in process, on a
+store with history and one without, interleaved so machine noise hits both alike), and with `--cold` a start
+(spawn -> first search_nodes answer over stdio, on a store whose history holds N events, and on the same files
+without the history; runs alternate).
 
-    .venv/bin/python bench/history_bench.py --sizes 10000,100000 --calls 200
+    .venv/bin/python bench/history_bench.py --sizes 10000,100000 --calls 400
+    .venv/bin/python bench/history_bench.py --cold --sizes 10000,100000 --events 200000,1000000 --runs 3
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,11 +42,61 @@ def timed(call: object) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def with_events(folder: Path, size: int, events: int) -> None:
+    """A memory of `size` entities whose history holds about `events` events (creates, then observations)."""
+    graph = filled(folder, size, True)
+    done, round_ = size, 0
+    while done < events:
+        batch = min(5000, size, events - done)
+        start = (done * 7) % size
+        graph.add_observations(
+            [
+                ObservationAddition(entityName=f"e{(start + i) % size}", contents=[f"note {round_}-{i}"])
+                for i in range(batch)
+            ]
+        )
+        done, round_ = done + batch, round_ + 1
+
+
+def cold(sizes: list[int], events: list[int], runs: int) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from startup_bench import cold_start
+
+    command = [sys.executable, "-m", "memory_graph"]
+    search = {"query": "e1"}
+    for size, count in zip(sizes, events, strict=True):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            with_events(Path(a), size, count)
+            for file in Path(a).iterdir():
+                if file.is_file() and not file.name.startswith("history"):
+                    shutil.copy(file, Path(b) / file.name)
+            stores = {"with history": Path(a) / "memory.json", "history removed": Path(b) / "memory.json"}
+            times: dict[str, list[float]] = {label: [] for label in stores}
+            for _ in range(runs):
+                for label, memory in stores.items():
+                    answered = cold_start(command, memory, "search_nodes", search, {"MEMORY_SEMANTIC": "off"})[1]
+                    times[label].append(answered)
+            history_bytes = sum(f.stat().st_size for f in Path(a).glob("history*.json"))
+            for label, values in times.items():
+                print(
+                    f"{size} entities, {count} events ({history_bytes / 1e6:.0f} MB of history), {label}: "
+                    f"first search {statistics.median(values):.2f} s"
+                )
+            ratio = statistics.median(times["with history"]) / statistics.median(times["history removed"])
+            print(f"{size} entities, {count} events: with / without history {ratio:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000")
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--cold", action="store_true", help="time a start instead of writes")
+    parser.add_argument("--events", default="200000", help="with --cold: events in the history, one per size")
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    if args.cold:
+        cold([int(s) for s in args.sizes.split(",")], [int(e) for e in args.events.split(",")], args.runs)
+        return
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
             graphs = {"without history": filled(Path(a), size, False), "with history": filled(Path(b), size, True)}

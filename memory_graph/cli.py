@@ -284,8 +284,7 @@ def migrate(services: Services, args: argparse.Namespace) -> int:
         target.close()
     reopened = store_for(target_settings)
     try:
-        with reopened.reading():
-            held = {name: len(c.locations) for name, c in reopened.collections.items()}
+        held = reopened.record_counts()
     finally:
         reopened.close()
     wrong = {name: (count, held.get(name, 0)) for name, count in copied.items() if held.get(name, 0) != count}

@@ -208,6 +208,7 @@ class HistoryService:
         self._require_history()
         cutoff = id_prefix(parse_moment(since, "since")) if since else ""
         with self.store.reading():
+            self.store.load_history()
             keys = self.index.keys_for(self.index.names_for(name)) if name is not None else self.index.ordered
             start = bisect.bisect_left(keys, ("event", cutoff)) if cutoff else 0
             chosen = keys[start:]
@@ -254,8 +255,11 @@ class HistoryService:
     def last_change(self, name: str) -> str | None:
         """When an entity (under this name) last changed, from its newest event; None without history (call it
         inside a store read)."""
+        if not self.store.keeps_history:
+            return None
+        self.store.load_history()
         keys = self.index.by_entity.get(name)
-        if not keys or not self.store.keeps_history:
+        if not keys:
             return None
         at = self.store.event(keys[-1]).get("at")
         return at if isinstance(at, str) else None
@@ -265,6 +269,7 @@ class HistoryService:
         if not self.store.keeps_history:
             return HistorySpan(0, None, None)
         with self.store.reading():
+            self.store.load_history()
             ordered = self.index.ordered
             if not ordered:
                 return HistorySpan(0, None, None)
@@ -275,6 +280,7 @@ class HistoryService:
         self._require_history()
         moment = parse_moment(at, "at") if at else None
         with self.store.transaction(operation="restore_entity") as tx:
+            self.store.load_history()
             keys = self.index.keys_for([name])
             cutoff, event = self._state_event(name, keys, moment)
             record, collection = event["after"] if moment else event["before"], event["collection"]

@@ -39,8 +39,18 @@ class Reloaded:
     upserted: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass
+class Deferred:
+    """A shard on disk that a lazy collection has not read yet: what it was when last seen."""
+
+    stat: FileStat
+    generation: str | None
+
+
 class Collection:
-    def __init__(self, name: str, names: ShardNames, shard_lines: int, check: RecordCheck | None = None) -> None:
+    def __init__(
+        self, name: str, names: ShardNames, shard_lines: int, check: RecordCheck | None = None, lazy: bool = False
+    ) -> None:
         self.name = name
         self.names = names
         self.shard_lines = shard_lines
@@ -49,6 +59,10 @@ class Collection:
         self.seen_stamp: bytes | None = None
         self.shards: dict[int, Shard] = {}
         self.locations: dict[Key, list[int]] = {}
+        # A lazy collection (the history: append-only, new records go after the newest shard) reads at its first
+        # load only the shards written last; the older ones wait in `deferred` until `load_deferred`.
+        self.lazy = lazy
+        self.deferred: dict[int, Deferred] = {}
 
     def on_disk(self) -> dict[int, FileStat]:
         """This collection's shard files as they are now (the stamp says which files are ours)."""
@@ -73,6 +87,7 @@ class Collection:
         if the commit dies before removing it, it must still be read (its records are still current)."""
         file_name = self.names.file_name
         manifest = {file_name(i): shard.generation or token for i, shard in self.shards.items()}
+        manifest.update((file_name(i), unread.generation or token) for i, unread in self.deferred.items())
         for index, lines in plan.items():
             if lines:
                 manifest[file_name(index)] = token
@@ -161,8 +176,15 @@ class Collection:
 
     def _changed_on_disk(self, generations: Manifest | None) -> dict[int, ParsedFile | None]:
         on_disk = self._discover(generations)
+        if self.lazy and not self.shards and not self.deferred:
+            self._defer_older(on_disk, generations)
+        for index in list(self.deferred):
+            if index in on_disk:  # nothing of it is held, so a change to it is only noted
+                self.deferred[index] = Deferred(on_disk[index], (generations or {}).get(self.names.file_name(index)))
+            else:
+                del self.deferred[index]
         changed: dict[int, ParsedFile | None] = {}
-        for index in set(on_disk) | set(self.shards):
+        for index in (set(on_disk) | set(self.shards)) - set(self.deferred):
             known = self.shards.get(index)
             if index not in on_disk:
                 changed[index] = None
@@ -181,6 +203,37 @@ class Collection:
                 except OSError as exc:
                     raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
         return changed
+
+    def _defer_older(self, on_disk: dict[int, FileStat], generations: Manifest | None) -> None:
+        """At a lazy collection's first load: leave unread every shard but the newest (the highest index) and
+        any written at the same time or after it (a store made before new shards always went last)."""
+        if len(on_disk) < 2:
+            return
+        newest = max(on_disk)
+        written = on_disk[newest][1]
+        for index, stat in on_disk.items():
+            if index != newest and stat[1] < written:
+                self.deferred[index] = Deferred(stat, (generations or {}).get(self.names.file_name(index)))
+
+    def load_deferred(self, indexes: list[int] | None = None) -> Reloaded:
+        """Read shards left unread (all, or these), and say what they hold (file order)."""
+        chosen = sorted(self.deferred if indexes is None else (i for i in indexes if i in self.deferred))
+        if not chosen:
+            return Reloaded()
+        generations = {self.names.file_name(i): self.deferred[i].generation for i in chosen}
+        changed: dict[int, ParsedFile | None] = {}
+        for index in chosen:
+            del self.deferred[index]
+            try:
+                changed[index] = self.read(index)
+            except FileNotFoundError:
+                changed[index] = None
+            except OSError as exc:
+                raise StorageError(f"cannot read {self.names.path(index)}: {exc.strerror}") from exc
+        manifest = {name: generation for name, generation in generations.items() if generation is not None}
+        fresh = self._install(changed, manifest)
+        keys = {key for index in chosen if index in self.shards for key in self.shards[index].lines}
+        return Reloaded(upserted=self._in_file_order(changed, keys, fresh))
 
     def _install(
         self, changed: dict[int, ParsedFile | None], generations: Manifest | None

@@ -134,11 +134,24 @@ class StoreEngine(ABC):
     def keeps_history(self) -> bool:
         return HISTORY in self.collections
 
+    def load_history(self) -> None:
+        """Make every stored change event readable and heard by the history listeners (call inside `reading()`
+        or a transaction). The files engine reads its older history shards at the first call that needs them;
+        the database engine holds nothing back."""
+        return None
+
+    def record_counts(self) -> dict[str, int]:
+        """How many records each collection holds, the whole history included."""
+        with self.reading():
+            self.load_history()
+            return {name: len(collection.locations) for name, collection in self.collections.items()}
+
     def events(self) -> list[dict[str, Any]]:
         """Every stored change event, oldest first (ids are time-ordered)."""
         with self.reading():
             if not self.keeps_history:
                 return []
+            self.load_history()
             return sorted(self.collections[HISTORY].all_records(), key=lambda event: str(event["id"]))
 
     def event(self, key: Key) -> dict[str, Any]:
@@ -153,6 +166,7 @@ class StoreEngine(ABC):
             return 0
         cutoff = f"{int(older_than.timestamp() * 1_000_000_000):020d}"
         with self.transaction(operation="compact") as tx:
+            self.load_history()
             doomed = [key for key in self.collections[HISTORY].locations if key[1] < cutoff]
             for key in doomed:
                 tx.delete(HISTORY, key)
@@ -161,8 +175,12 @@ class StoreEngine(ABC):
     def _record_events(self, tx: Transaction) -> None:
         """Add one event per record the transaction really changes (same commit: history and data agree)."""
         if self.keeps_history and tx.record_history:
-            for event in change_events(tx, self.collections, self._event_ids):
+            for event in change_events(tx, self.collections, self._event_ids, self._newest_event_ns()):
                 tx.upsert(HISTORY, event)
+
+    def _newest_event_ns(self) -> int:
+        """The time in an id of the newest stored event, when the engine knows it cheaply (0 otherwise)."""
+        return 0
 
     def _notify(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         if removed or upserted:
@@ -177,9 +195,10 @@ def copy_records(source: StoreEngine, target: StoreEngine) -> dict[str, int]:
 
     The source is only read. The target must be empty: a migration is a copy, not a merge (import merges)."""
     with source.reading():
+        source.load_history()
         records = {name: list(collection.all_records()) for name, collection in source.collections.items()}
     with target.transaction(operation="migrate", record_history=False) as tx:
-        held = sum(len(c.locations) for c in target.collections.values())
+        held = sum(target.record_counts().values())
         if held:
             raise ConflictError(
                 f"{target.location} already holds {held} records; migrate copies into an empty store only. "

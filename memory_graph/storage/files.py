@@ -94,11 +94,15 @@ def _write_temp(target: Path, content: str, durable: bool = True) -> Path:
 
 
 def atomic_write(
-    target: Path, content: str, durable: bool = True, before_replace: Callable[[], None] | None = None
+    target: Path,
+    content: str,
+    durable: bool = True,
+    before_replace: Callable[[], None] | None = None,
+    sync_folder: bool = True,
 ) -> None:
     """Replace `target` atomically; `durable=False` skips the fsyncs (for hints that may be lost).
     `before_replace` runs once the new content is on disk and before it replaces the target (if it raises,
-    the target is left as it was)."""
+    the target is left as it was); `sync_folder=False` leaves the folder's fsync to the caller (`fsync_dir`)."""
     temp = _write_temp(target, content, durable)
     try:
         if before_replace is not None:
@@ -108,8 +112,11 @@ def atomic_write(
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
-    if durable:
+    if durable and sync_folder:
         fsync_dir(target.parent)
+
+
+_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 @contextmanager
@@ -127,11 +134,18 @@ def appending(target: Path, content: str) -> Iterator[Callable[[], None]]:
             written = 0
             while written < len(data):
                 written += os.write(fd, data[written:])
-            yield lambda: os.fdatasync(fd)
+            yield lambda: _datasync(fd)
         except BaseException:
-            with contextlib.suppress(OSError):
+            try:
                 os.ftruncate(fd, size)
-                os.fdatasync(fd)
+                _datasync(fd)
+            except OSError as exc:
+                # Events left behind are finished (rolled forward, or set aside when torn) by the next call.
+                raise CommitPendingError(
+                    f"the change could not be completed and its history events could not be taken back out of "
+                    f"{target} ({exc.strerror or exc}); the next call that can write there finishes it or sets it "
+                    "aside: read the entities back before retrying"
+                ) from exc
             raise
     finally:
         os.close(fd)
@@ -142,16 +156,28 @@ class BackgroundFlush:
     adding up. Made again in a forked child (a fork does not copy the parent's worker)."""
 
     def __init__(self) -> None:
-        self._pid: int | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._guard = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget_parent)
+
+    def _forget_parent(self) -> None:
+        self._pool, self._guard = None, threading.Lock()
 
     def submit(self, call: Callable[[], None]) -> Future[None]:
         with self._guard:
-            if self._pool is None or self._pid != os.getpid():
+            if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="memory-graph-flush")
-                self._pid = os.getpid()
-            return self._pool.submit(call)
+            try:
+                return self._pool.submit(call)
+            except RuntimeError:  # the interpreter is shutting down: no new threads, so flush here
+                done: Future[None] = Future()
+                try:
+                    call()
+                    done.set_result(None)
+                except BaseException as exc:
+                    done.set_exception(exc)
+                return done
 
 
 BACKGROUND_FLUSH = BackgroundFlush()

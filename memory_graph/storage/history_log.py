@@ -28,10 +28,13 @@ if TYPE_CHECKING:
     from memory_graph.storage.engine import RecordSource, Transaction
 
 
-def change_events(tx: Transaction, collections: Mapping[str, RecordSource], ids: Iterator[int]) -> list[dict[str, Any]]:
-    """One event per record the transaction really changes, in the graph collections."""
+def change_events(
+    tx: Transaction, collections: Mapping[str, RecordSource], ids: Iterator[int], after_ns: int = 0
+) -> list[dict[str, Any]]:
+    """One event per record the transaction really changes, in the graph collections. Their ids start after
+    `after_ns` (the newest stored event's time), so ids keep the order of commits when the clock steps back."""
     at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    stamp = f"{time.time_ns():020d}-{os.getpid()}"
+    stamp = f"{max(time.time_ns(), after_ns + 1):020d}-{os.getpid()}"
     events: list[dict[str, Any]] = []
     for name, changes in list(tx.changes.items()):
         if name == HISTORY:
@@ -143,7 +146,11 @@ def unfinished_tail(data: bytes, held: Callable[[str], int]) -> int | None:
         line_start = data.rfind(b"\n", 0, start - 1) + 1
         event = _event(data[line_start:start])
         if event is None:
-            break
+            # A hole a power loss left inside an append (it reads as NULs): part of the tail being looked at.
+            start = line_start
+            if commit is not None:
+                cut = line_start
+            continue
         prefix = str(event.get("id", "")).rsplit("-", 1)[0] + "-"
         if commit is None:
             commit, expected = prefix, event.get("commitEvents")

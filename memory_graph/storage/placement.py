@@ -78,7 +78,12 @@ def _place(collection: Collection, plan: Plan, new_lines: list[tuple[Key, str]])
             key, line = pending.pop()
             lines[key] = line
 
-    for index in sorted(set(collection.shards) | set(plan)):
+    held = sorted(set(collection.shards) | set(plan))
+    if collection.lazy:
+        # Append-only (the history): new records go after the newest shard, never into an older one, so the
+        # shards written last are the highest-numbered ones, which is all a lazy load reads.
+        held = held[-1:] if held and held[-1] > max(collection.deferred, default=-1) else []
+    for index in held:
         if not pending:
             return
         shard = collection.shards.get(index)
@@ -88,7 +93,7 @@ def _place(collection: Collection, plan: Plan, new_lines: list[tuple[Key, str]])
         if size >= collection.shard_lines:
             continue
         fill(plan.setdefault(index, dict(shard.lines) if shard is not None else {}))
-    index = 0
+    index = max([*collection.shards, *plan, *collection.deferred], default=-1) + 1 if collection.lazy else 0
     while pending:
         # A file already there that is not ours (another memory's `memory-2.json`) is never taken over.
         while index in collection.shards or index in plan or collection.names.path(index).exists():

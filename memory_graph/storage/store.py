@@ -45,6 +45,7 @@ from memory_graph.storage.files import (
     atomic_write,
     commit_files,
     cut_tail,
+    fsync_dir,
     read_journal,
     recover_journal,
     remove_stray_temps,
@@ -94,7 +95,7 @@ class Store(StoreEngine):
         _refuse_overlaps(collections)
         checks = {**(record_checks or {}), HISTORY: event_check}
         self.collections = {
-            name: Collection(name, ShardNames(path), shard_lines, checks.get(name))
+            name: Collection(name, ShardNames(path), shard_lines, checks.get(name), lazy=name == HISTORY)
             for name, path in collections.items()
         }
         self.folder = main.parent
@@ -215,9 +216,26 @@ class Store(StoreEngine):
         with self.reading():
             return [p for c in self.collections.values() for p in c.problems()]
 
+    def _newest_event_ns(self) -> int:
+        """From the last line of the newest history shard (new events always go last)."""
+        history = self.collections.get(HISTORY)
+        if history is None or not history.shards:
+            return 0
+        lines = history.shards[max(history.shards)].lines
+        last = next(reversed(lines), None) if lines else None
+        head = str(last[1])[:20] if last is not None else ""
+        return int(head) if head.isdigit() else 0
+
+    def load_history(self) -> None:
+        history = self.collections.get(HISTORY)
+        if history is not None and history.deferred:
+            with self._thread_lock, self._locked(write=False):
+                self._notify(HISTORY, [], history.load_deferred().upserted)
+
     def describe(self) -> dict[str, list[dict[str, Any]]]:
         """Each collection's shard files: path, lines, bytes."""
         with self.reading():
+            self.load_history()
             return {
                 name: [
                     {
@@ -281,7 +299,13 @@ class Store(StoreEngine):
             return change
 
         def held(prefix: str) -> int:
-            return sum(1 for key in history.locations if str(key[1]).startswith(prefix))
+            """Events of one commit, in any shard: older shards left unread are read, newest first, while the
+            commit may reach into them (its events fill consecutive shards up to the newest)."""
+            count = sum(1 for key in history.locations if str(key[1]).startswith(prefix))
+            while history.deferred and (not history.locations or min(history.locations)[1] >= prefix):
+                self._notify(HISTORY, [], history.load_deferred([max(history.deferred)]).upserted)
+                count = sum(1 for key in history.locations if str(key[1]).startswith(prefix))
+            return count
 
         label = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         cut_any = False
@@ -373,12 +397,20 @@ class Store(StoreEngine):
                     with appending(events.path, events.content or "") as flush:
                         flushed = BACKGROUND_FLUSH.submit(flush)
                         try:
-                            atomic_write(shard.path, shard.content or "", before_replace=flushed.result)
+                            atomic_write(
+                                shard.path, shard.content or "", before_replace=flushed.result, sync_folder=False
+                            )
                         finally:
                             wait([flushed])  # the file is closed after this, never under a running flush
                 except BaseException:
                     self.collections[HISTORY].taken_back(events.path)
                     raise
+                # Past the replace the change is made (and its events are the redo log): a failed folder flush
+                # only leaves the rename exposed to a power failure, so it is reported, not undone.
+                try:
+                    fsync_dir(shard.path.parent)
+                except OSError as exc:
+                    log.error("saved %s, but flushing its folder failed (%s)", shard.path, exc.strerror or exc)
             elif redo_log:
                 for write in writes:
                     atomic_write(write.path, write.content or "")

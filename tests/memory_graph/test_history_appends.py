@@ -4,10 +4,15 @@ engine keeps events in rows)."""
 
 from __future__ import annotations
 
+import errno
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from memory_graph.errors import StorageError
 from memory_graph.model import Entity, ObservationAddition
 from tests.conftest import open_services
 from tests.memory_graph.workers import replayed, snapshot
@@ -93,3 +98,139 @@ def test_an_unreadable_line_inside_the_history_is_reported_not_moved(tmp_path: P
     assert [p.line_number for p in reopened.store.problems()] == [1]
     assert history.read_bytes().startswith(b"not an event\n")
     assert not list(tmp_path.glob("history.json.rejected-*"))
+
+
+def test_a_reopened_history_reads_its_older_shards_only_when_asked(tmp_path: Path) -> None:
+    services = open_services(tmp_path, shard_lines=3)
+    for name in ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace"):
+        services.graph.create_entities([person(name)])
+    services.graph.add_observations([ObservationAddition(entityName="Alice", contents=["moved to Porto"])])
+
+    reopened = open_services(tmp_path, shard_lines=3)
+    history = reopened.store.collections["history"]
+    assert len(history.deferred) == 2 and len(history.shards) == 1  # 8 events in shards of 3: the newest read
+    assert [e.name for e in reopened.graph.search_nodes("Grace").entities] == ["Grace"]
+
+    reopened.graph.create_entities([person("Heidi")])  # an append to the newest shard keeps the older ones listed
+    other = open_services(tmp_path, shard_lines=3)
+    assert [e.op for e in other.history.get_history("Alice").events] == ["add_observations", "create_entities"]
+    assert [e.op for e in reopened.history.get_history("Alice").events] == ["add_observations", "create_entities"]
+    assert not history.deferred
+    assert replayed(other.graph) == snapshot(other.graph)
+    assert other.history.get_history().total == 9
+
+
+def test_new_history_shards_go_after_the_newest_even_after_a_prune(tmp_path: Path) -> None:
+    services = open_services(tmp_path, shard_lines=2)
+    for name in ("Alice", "Bob", "Carol", "Dave"):
+        services.graph.create_entities([person(name)])
+    cutoff = datetime.now(UTC)
+    services.graph.create_entities([person("Erin")])
+    assert services.store.prune_history(cutoff) == 4  # shards 0 and 1 go, Erin's shard 2 stays
+
+    services.graph.create_entities([person("Frank"), person("Grace"), person("Heidi")])
+
+    assert sorted(p.name for p in tmp_path.glob("history*.json")) == ["history-2.json", "history-3.json"]
+    reopened = open_services(tmp_path, shard_lines=2)
+    assert [e.entity for e in reopened.history.get_history().events] == ["Heidi", "Grace", "Frank", "Erin"]
+
+
+def test_a_newest_commit_spread_over_several_shards_is_read_whole_and_kept(tmp_path: Path) -> None:
+    services = open_services(tmp_path, shard_lines=3)
+    services.graph.create_entities([person("Alice")])
+    services.graph.create_entities([person(f"P{i}") for i in range(10)])  # one commit, four shards
+
+    reopened = open_services(tmp_path, shard_lines=3)
+
+    assert reopened.history.get_history().total == 11
+    assert not list(tmp_path.glob("history*.rejected-*"))
+    assert replayed(reopened.graph) == snapshot(reopened.graph)
+    history = reopened.store.collections["history"]
+    assert history.deferred == {}  # read back to the commit's first shard, which also holds Alice's event
+
+
+def test_a_hole_a_power_loss_left_inside_an_append_takes_the_whole_commit_aside(tmp_path: Path) -> None:
+    services = open_services(tmp_path, shard_lines=1000)
+    services.graph.create_entities([person("Alice")])
+    history, graph_file = tmp_path / "history.json", tmp_path / "memory.json"
+    whole, graph_before = history.read_bytes(), graph_file.read_bytes()
+    services.graph.create_entities([person("Bob"), person("Carol"), person("Dave")])
+    first, second, third = history.read_bytes()[len(whole) :].splitlines(keepends=True)
+    # A power loss kept the append's first and last pages and lost one between (it reads back as NULs).
+    history.write_bytes(whole + first + b"\0" * (len(second) - 1) + b"\n" + third)
+    graph_file.write_bytes(graph_before)
+
+    reopened = open_services(tmp_path, shard_lines=1000)
+
+    assert history.read_bytes() == whole
+    assert [e.name for e in reopened.graph.read_graph().entities] == ["Alice"]
+    assert replayed(reopened.graph) == snapshot(reopened.graph) and reopened.store.problems() == []
+
+
+def failing_fsync(monkeypatch: pytest.MonkeyPatch, fails: Callable[[str], bool], error: int) -> None:
+    """Make os.fsync fail for the files `fails` picks (by the path the descriptor is open on)."""
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if fails(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(error, os.strerror(error))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_a_failed_folder_flush_after_the_replace_keeps_the_change_and_its_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    services = open_services(tmp_path, shard_lines=1000)
+    services.graph.create_entities([person("Alice")])
+    failing_fsync(monkeypatch, lambda path: Path(path) == tmp_path, errno.EIO)
+
+    services.graph.create_entities([person("Bob")])  # made: the replace happened; the failed flush is logged
+    monkeypatch.undo()
+
+    assert "flushing its folder failed" in caplog.text
+    reopened = open_services(tmp_path, shard_lines=1000)
+    assert sorted(e.name for e in reopened.graph.read_graph().entities) == ["Alice", "Bob"]
+    assert replayed(reopened.graph) == snapshot(reopened.graph)
+
+
+def test_events_that_cannot_be_taken_back_are_reported_as_pending_and_finished_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    services = open_services(tmp_path, shard_lines=1000)
+    services.graph.create_entities([person("Alice")])
+    failing_fsync(monkeypatch, lambda path: Path(path).name.startswith(".memory.json."), errno.ENOSPC)
+
+    def broken_truncate(fd: int, size: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "ftruncate", broken_truncate)
+    with pytest.raises(StorageError, match="read the entities back before retrying"):
+        services.graph.create_entities([person("Bob")])
+    monkeypatch.undo()
+
+    other = open_services(tmp_path, shard_lines=1000)
+    assert sorted(e.name for e in other.graph.read_graph().entities) == ["Alice", "Bob"]
+    assert replayed(other.graph) == snapshot(other.graph)
+
+
+def test_event_ids_keep_the_order_of_commits_when_the_clock_steps_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    services = open_services(tmp_path, shard_lines=1000)
+    services.graph.create_entities([person("Alice")])
+    graph_file = tmp_path / "memory.json"
+    graph_before = graph_file.read_bytes()
+    real = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real() - 3_600_000_000_000)  # an hour back
+    services.graph.delete_entities(["Alice"])
+    monkeypatch.undo()
+
+    assert [e["op"] for e in services.store.events()] == ["create_entities", "delete_entities"]
+    graph_file.write_bytes(graph_before)  # an interrupted delete: its event flushed, the shard never replaced
+    reopened = open_services(tmp_path, shard_lines=1000)
+    assert reopened.graph.read_graph().entities == []  # the newest commit is the delete, and it is finished
+    assert replayed(reopened.graph) == snapshot(reopened.graph)
