@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -127,39 +127,42 @@ def events_appended(events: Changes, plans: dict[str, Plan], history: Collection
     return index, lines
 
 
-def unfinished_tail(data: bytes, held: Callable[[str], int]) -> int | None:
+def unfinished_tail(data: bytes) -> int | None:
     """Where a shard's unfinished append starts, or None when it ends with a whole commit.
 
-    Unfinished: a last line without its newline that is not a whole event, or a last commit of which the
-    collection holds (`held`: events with that id prefix, in any shard) fewer events than its `commitEvents`.
-    Either is what a crash during the append leaves, and the events are written before the graph shard, so
-    that commit changed nothing else. Events written before `commitEvents` existed are never unfinished."""
-    cut = len(data)
-    if data and not data.endswith(b"\n"):
-        start = data.rfind(b"\n") + 1
-        if _event(data[start:]) is None:
-            cut = start
-    commit: str | None = None
-    expected: object = None
-    start = cut
-    while start > 0:
-        line_start = data.rfind(b"\n", 0, start - 1) + 1
-        event = _event(data[line_start:start])
-        if event is None:
-            # A hole a power loss left inside an append (it reads as NULs): part of the tail being looked at.
-            start = line_start
-            if commit is not None:
-                cut = line_start
-            continue
-        prefix = str(event.get("id", "")).rsplit("-", 1)[0] + "-"
-        if commit is None:
-            commit, expected = prefix, event.get("commitEvents")
-            if not isinstance(expected, int) or held(prefix) >= expected:
-                break
-        elif prefix != commit:
+    What a crash during an append leaves at the end of the shard: lines that are not events (a torn last line,
+    or a range a power loss lost, which reads back as NULs), and a last commit with fewer events than its
+    `commitEvents`. Events are written before the graph shard, so that commit changed nothing else. A commit
+    that starts on the shard's first line was never appended (an append always follows a line) but written by
+    a whole-file replace, which cannot be cut short; its other events are in the shards before. Events written
+    before `commitEvents` existed are never unfinished."""
+    lines: list[tuple[int, dict[str, Any] | None]] = []  # (offset, event or None), from the end backwards
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        lines.append((start, _event(data[start:end])))
+        end = start
+    garbage = 0
+    while garbage < len(lines) and lines[garbage][1] is None:
+        garbage += 1
+    if garbage == len(lines):
+        return None  # nothing readable: not an append (reported as unreadable lines instead)
+    newest = lines[garbage][1] or {}
+    commit, expected = _commit_of(newest), newest.get("commitEvents")
+    found, first = 0, garbage
+    for position in range(garbage, len(lines)):
+        event = lines[position][1]
+        if event is not None and _commit_of(event) != commit:
             break
-        start = cut = line_start
-    return cut if cut < len(data) else None
+        found += event is not None
+        first = position
+    whole = not isinstance(expected, int) or found >= expected or lines[first][0] == 0
+    cut = lines[garbage - 1][0] if whole and garbage else None if whole else lines[first][0]
+    return cut
+
+
+def _commit_of(event: dict[str, Any]) -> str:
+    return str(event.get("id", "")).rsplit("-", 1)[0] + "-"
 
 
 def _event(line: bytes) -> dict[str, Any] | None:

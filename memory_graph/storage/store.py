@@ -298,21 +298,12 @@ class Store(StoreEngine):
         if not suspects or not all(os.access(c.names.folder, os.W_OK) for c in self.collections.values()):
             return change
 
-        def held(prefix: str) -> int:
-            """Events of one commit, in any shard: older shards left unread are read, newest first, while the
-            commit may reach into them (its events fill consecutive shards up to the newest)."""
-            count = sum(1 for key in history.locations if str(key[1]).startswith(prefix))
-            while history.deferred and (not history.locations or min(history.locations)[1] >= prefix):
-                self._notify(HISTORY, [], history.load_deferred([max(history.deferred)]).upserted)
-                count = sum(1 for key in history.locations if str(key[1]).startswith(prefix))
-            return count
-
         label = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         cut_any = False
         for index in sorted(suspects):
             path = history.names.path(index)
             try:
-                cut = unfinished_tail(path.read_bytes(), held)
+                cut = unfinished_tail(path.read_bytes())
                 if cut is not None:
                     aside = rejected_lines_file(path, label)
                     cut_tail(path, cut, aside)
