@@ -108,7 +108,11 @@ def run(memory: Path, count: int, size: int, seconds: float) -> tuple[float, flo
         for process in processes:
             process.kill()
             process.wait()
-    reads = [t for r in results for t in r["read"]]
+    reads = sorted(t for r in results for t in r["read"])
+    print(
+        f"  ({count}) read p95 {reads[int(len(reads) * 0.95)] * 1000:.1f} ms, "
+        f"write p50 {statistics.median(t for r in results for t in r['write']) * 1000:.1f} ms"
+    )
     writes = sorted(t for r in results for t in r["write"])
     calls = len(reads) + len(writes)
     write_p95 = writes[int(len(writes) * 0.95)] * 1000 if writes else 0.0

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from memory_graph.errors import LineProblem, StorageError
-from memory_graph.storage.codec import Key, ParsedFile, RecordCheck, dump_line, merge_records, read_shard_file
+from memory_graph.storage.codec import (
+    Key,
+    ParsedFile,
+    RecordCheck,
+    dump_line,
+    merge_records,
+    parse_text,
+    read_shard_file,
+)
 from memory_graph.storage.layout import FileStat, ShardNames, bookkeeping_file, file_stat
 from memory_graph.storage.stamp import Manifest, StampFile
 
@@ -293,6 +301,50 @@ class Collection:
         return upserted
 
     # -- after a commit -------------------------------------------------------------------------------------
+    def read_appended(self, index: int) -> list[dict[str, Any]] | None:
+        """Records another process appended to a held shard since it was read, read from where the held content
+        ends instead of from the start (the history, appended to at every call). None when the shard did not
+        just grow (replaced, cut, unchanged) or what was added is not only new, readable records: then it is
+        read whole, as any other change."""
+        shard = self.shards.get(index)
+        path = self.names.path(index)
+        now = file_stat(path)
+        if shard is None or shard.stat is None or shard.problems or now is None:
+            return None
+        if now[2] != shard.stat[2] or now[0] <= shard.stat[0]:
+            return None
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(shard.stat[0] - 1)
+                data = handle.read()
+                stat = os.fstat(handle.fileno())
+            text = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        if not text.startswith("\n"):
+            return None
+        parsed = parse_text(path, text[1:], self.check)
+        lines = {key: line for key, _, line in parsed.records}
+        if parsed.problems or len(lines) != len(parsed.records) or any(key in shard.lines for key in lines):
+            return None
+        shard.lines.update(lines)
+        shard.line_count += len(lines)
+        shard.stat = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        for key in lines:
+            self._locate(key, index)
+        return [record for _, record, _ in parsed.records]
+
+    def holds_on_disk(self, index: int) -> bool:
+        """Whether a shard's file holds exactly the lines held for it (or is absent, when none are held)."""
+        shard = self.shards.get(index)
+        try:
+            data: bytes | None = self.names.path(index).read_bytes()
+        except FileNotFoundError:
+            data = None
+        if shard is None or not shard.lines:
+            return data is None
+        return data == ("\n".join(shard.lines.values()) + "\n").encode("utf-8")
+
     def taken_back(self, path: Path) -> None:
         """After a failed append was cut back off: the shard holds the bytes it was read with again (its size
         tells), only its times changed, so it is not taken for a hand edit. Still longer: left to be reread."""

@@ -63,6 +63,20 @@ def change_events(
     return events
 
 
+def whole_commits(events: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The events, in file order, grouped by commit; stops at the first commit short of its `commitEvents` (or
+    one without it: written before commits were counted, so it cannot be told whole)."""
+    commit: list[dict[str, Any]] = []
+    for event in [*events, None]:
+        if commit and (event is None or _commit_of(event) != _commit_of(commit[0])):
+            if len(commit) != commit[0].get("commitEvents"):
+                return
+            yield commit
+            commit = []
+        if event is not None:
+            commit.append(event)
+
+
 def unfinished_commit(new_events: list[dict[str, Any]], collections: dict[str, Collection]) -> dict[str, Changes]:
     """The changes that finish the newest commit among events just read, when its records all still hold their
     `before` (the graph shard was never written); nothing when it landed, or when a record holds neither (it was

@@ -44,7 +44,7 @@ class FolderLock:
                     os.close(fd)
                     raise LockTimeout(str(self.folder)) from None
                 time.sleep(delay)
-                delay = min(delay * 2, 0.02)
+                delay = min(delay * 2, 0.002)  # short: a waiter sleeping 20 ms lost the lock to busier processes
         self._fd, self._depth = fd, 1
 
     def release(self) -> None:

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memory_graph.errors import LineProblem, StaleShardError, StorageError
+from memory_graph.errors import LineProblem, MemoryGraphError, StaleShardError, StorageError
 from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_repair, report, scan
 from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
 from memory_graph.storage.collection import Collection, Reloaded
@@ -50,7 +50,13 @@ from memory_graph.storage.files import (
     recover_journal,
     remove_stray_temps,
 )
-from memory_graph.storage.history_log import events_appended, events_first, unfinished_commit, unfinished_tail
+from memory_graph.storage.history_log import (
+    events_appended,
+    events_first,
+    unfinished_commit,
+    unfinished_tail,
+    whole_commits,
+)
 from memory_graph.storage.layout import (
     ShardNames,
     bookkeeping_file,
@@ -270,10 +276,12 @@ class Store(StoreEngine):
             # Only a crashed writer leaves temp files; sweeping them on every write would cost a directory scan.
             for folder in {c.names.folder for c in self.collections.values()}:
                 remove_stray_temps(folder, [c.names.main_path.stem for c in self.collections.values()])
+        appended = self._follow_appended_events() if not startup else []
         new_events: list[dict[str, Any]] = []
         for collection in self.collections.values():
             change = collection.reload()
             if collection.name == HISTORY:
+                change = Reloaded(change.removed, [*appended, *change.upserted])
                 change = self._set_aside_unfinished_appends(collection, change)
                 new_events = change.upserted
             self._notify(collection.name, change.removed, change.upserted)
@@ -283,6 +291,71 @@ class Store(StoreEngine):
         if startup:
             for problem in (p for c in self.collections.values() for p in c.problems()):
                 log.error("unreadable line (kept, never overwritten): %s", problem)
+
+    def _follow_appended_events(self) -> list[dict[str, Any]]:
+        """Apply other processes' commits from the events they appended, instead of reparsing the shards they
+        rewrote; returns those events (the history's reload then finds its shard already read).
+
+        Trigger: the newest history shard grew. Why: with several processes on one store, every commit made
+        every other process reparse a 1000-line graph shard and the history's; now each reads the few appended
+        lines and replays the commits through the same placement the writer used (same state, same plan), then
+        compares the bytes it would have written with the file. A shard that differs (a hand edit, an
+        unforeseen placement) is reread by the reload that follows, which also corrects what listeners heard."""
+        history = self.collections.get(HISTORY)
+        if history is None or not history.shards:
+            return []
+        events = history.read_appended(max(history.shards))
+        if not events:
+            return []
+        touched: dict[str, set[int]] = {}
+        for commit in whole_commits(events):
+            changes = self._changes_from(commit)
+            if changes is None:
+                break
+            try:
+                plans = {name: plan_changes(self.collections[name], ch) for name, ch in changes.items()}
+            except MemoryGraphError:
+                break
+            for name, plan in plans.items():
+                collection = self.collections[name]
+                collection.apply(plan, "")
+                touched.setdefault(name, set()).update(plan)
+                removed = [key for key in changes[name].deletes if key not in collection.locations]
+                upserted = [r for r in changes[name].upserts if record_key(r) in collection.locations]
+                self._notify(name, removed, upserted)
+        for name, indexes in touched.items():
+            collection = self.collections[name]
+            generations = collection.stamp.manifest(collection.stamp.read()) or {}
+            for index in indexes:
+                shard = collection.shards.get(index)
+                if shard is None:
+                    continue
+                if collection.holds_on_disk(index):
+                    shard.stat = file_stat(collection.names.path(index))
+                    shard.generation = generations.get(collection.names.file_name(index))
+                else:
+                    shard.stat = None  # read whole by the reload
+        return events
+
+    def _changes_from(self, commit: list[dict[str, Any]]) -> dict[str, Changes] | None:
+        """One commit's changes, when every record it changed still holds its `before` here (this process is
+        exactly that commit behind); None otherwise."""
+        changes: dict[str, Changes] = {}
+        for event in commit:
+            name = event.get("collection")
+            collection = self.collections.get(name) if isinstance(name, str) and name != HISTORY else None
+            if collection is None:
+                return None
+            key = tuple(event["key"])
+            now = collection.record(key) if key in collection.locations else None
+            if now != event["before"]:
+                return None
+            target = changes.setdefault(collection.name, Changes())
+            if event["after"] is None:
+                target.deletes.append(key)
+            else:
+                target.upserts.append(event["after"])
+        return changes
 
     def _set_aside_unfinished_appends(self, history: Collection, change: Reloaded) -> Reloaded:
         """Move aside what a crash left of an append to the history (see `unfinished_tail`), then read the shard

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from memory_graph.app import Services
 from memory_graph.errors import StorageError
-from memory_graph.model import Entity, ObservationAddition
+from memory_graph.history import ObservationUpdate
+from memory_graph.model import Entity, ObservationAddition, Relation
 from tests.conftest import open_services
 from tests.memory_graph.workers import replayed, snapshot
 
@@ -234,3 +237,81 @@ def test_event_ids_keep_the_order_of_commits_when_the_clock_steps_back(
     reopened = open_services(tmp_path, shard_lines=1000)
     assert reopened.graph.read_graph().entities == []  # the newest commit is the delete, and it is finished
     assert replayed(reopened.graph) == snapshot(reopened.graph)
+
+
+def counting_reads(monkeypatch: pytest.MonkeyPatch, services: Services, collection: str) -> list[int]:
+    """Count the shards a store reads whole from disk for one collection."""
+    reads: list[int] = []
+    target = services.store.collections[collection]
+    real = target.read
+
+    def read(index: int) -> object:
+        reads.append(index)
+        return real(index)
+
+    monkeypatch.setattr(target, "read", read)
+    return reads
+
+
+def test_another_process_applies_a_commit_from_its_events_without_rereading_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, follower = open_services(tmp_path, shard_lines=1000), open_services(tmp_path, shard_lines=1000)
+    writer.graph.create_entities([person("Alice"), person("Bob")])
+    follower.graph.read_graph()
+    graph_reads, history_reads = (
+        counting_reads(monkeypatch, follower, "memory"),
+        counting_reads(monkeypatch, follower, "history"),
+    )
+
+    writer.graph.add_observations([ObservationAddition(entityName="Alice", contents=["moved to Porto"])])
+    writer.graph.create_relations([Relation(**{"from": "Alice", "to": "Bob", "relationType": "knows"})])
+    writer.graph.delete_entities(["Bob"])
+    writer.graph.create_entities([person("Carol")])
+
+    assert snapshot(follower.graph) == snapshot(writer.graph)
+    assert graph_reads == [] and history_reads == []
+    assert [e.op for e in follower.history.get_history("Alice").events][:2] == ["delete_entities", "create_relations"]
+    follower.graph.create_entities([person("Dave")])  # and writes on top of what it followed
+    assert snapshot(open_services(tmp_path, shard_lines=1000).graph) == snapshot(follower.graph)
+
+
+def test_a_hand_edit_beside_a_commit_is_read_from_the_file_not_assumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, follower = open_services(tmp_path, shard_lines=1000), open_services(tmp_path, shard_lines=1000)
+    writer.graph.create_entities([person("Alice"), person("Bob")])
+    follower.graph.read_graph()
+    graph = tmp_path / "memory.json"
+    graph.write_text(graph.read_text().replace("Bob is here", "Bob was edited by hand"))
+    writer.graph.add_observations([ObservationAddition(entityName="Alice", contents=["moved to Porto"])])
+    graph_reads = counting_reads(monkeypatch, follower, "memory")
+
+    seen = {e.name: e.observations for e in follower.graph.read_graph().entities}
+
+    assert seen["Bob"] == ["Bob was edited by hand"] and seen["Alice"][-1] == "moved to Porto"
+    assert graph_reads == [0]
+    assert snapshot(follower.graph) == snapshot(open_services(tmp_path, shard_lines=1000).graph)
+
+
+def test_two_processes_taking_turns_always_agree_with_the_files(tmp_path: Path) -> None:
+    first, second = open_services(tmp_path, shard_lines=4), open_services(tmp_path, shard_lines=4)
+    rng = random.Random(7)
+    names = [f"N{i}" for i in range(12)]
+    for step in range(120):
+        services = (first, second)[rng.randrange(2)]
+        name, other = rng.choice(names), rng.choice(names)
+        kind = rng.randrange(5)
+        if kind == 0:
+            services.graph.create_entities([person(name)])
+        elif kind == 1 and services.graph.open_nodes([name]).entities:
+            services.graph.add_observations([ObservationAddition(entityName=name, contents=[f"fact {step}"])])
+        elif kind == 2:
+            services.graph.delete_entities([name])
+        elif kind == 3 and name != other and len(services.graph.open_nodes([name, other]).entities) == 2:
+            services.graph.create_relations([Relation(**{"from": name, "to": other, "relationType": "knows"})])
+        elif kind == 4 and any(f"{name} is here" in e.observations for e in services.graph.open_nodes([name]).entities):
+            services.graph.update_observations([ObservationUpdate(entityName=name, old=f"{name} is here", new="moved")])
+        on_disk = snapshot(open_services(tmp_path, shard_lines=4).graph)
+        assert snapshot(first.graph) == on_disk and snapshot(second.graph) == on_disk, step
+    assert replayed(first.graph) == snapshot(first.graph)
