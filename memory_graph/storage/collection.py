@@ -97,7 +97,7 @@ class Collection:
         manifest = {file_name(i): shard.generation or token for i, shard in self.shards.items()}
         manifest.update((file_name(i), unread.generation or token) for i, unread in self.deferred.items())
         for index, lines in plan.items():
-            if lines:
+            if lines or index in self.shards:  # a shard being removed too: its token tells the commit wrote it
                 manifest[file_name(index)] = token
         return manifest
 

@@ -10,6 +10,7 @@ PostgreSQL (postgres.py). A service never knows which one it runs on.
 from __future__ import annotations
 
 import itertools
+import secrets
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -57,6 +58,9 @@ class Transaction:
     actor: str | None = None
     notes: dict[Key, dict[str, Any]] = field(default_factory=dict)
     record_history: bool = True
+    # The generation the files engine gives the shards this call rewrites; its events carry it (`commitToken`)
+    # so a crash's unfinished commit is told from one changed back later by another memory (history_log.py).
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
 
     def note(self, key: Key, **fields: Any) -> None:
         self.notes.setdefault(key, {}).update(fields)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ def change_events(
     count = len(events)
     for event in events:
         event["commitEvents"] = count
+        event["commitToken"] = tx.token
     return events
 
 
@@ -77,16 +78,25 @@ def whole_commits(events: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]
             commit.append(event)
 
 
-def unfinished_commit(new_events: list[dict[str, Any]], collections: dict[str, Collection]) -> dict[str, Changes]:
+def unfinished_commit(
+    new_events: list[dict[str, Any]], collections: dict[str, Collection], written: Callable[[str, str], bool]
+) -> dict[str, Changes]:
     """The changes that finish the newest commit among events just read, when its records all still hold their
     `before` (the graph shard was never written); nothing when it landed, or when a record holds neither (it was
-    edited by hand since). Only the newest commit can be unfinished: every later commit catches up first."""
+    edited by hand since). Only the newest commit can be unfinished: every later commit catches up first.
+
+    `written(collection, token)`: whether the collection's stamp still lists a shard with the generation the
+    commit gave it (`commitToken`). If not, a later commit rewrote those shards: a record back at its `before`
+    was changed back by someone else (another memory sharing the lesson file), not left unfinished."""
     newest = max(new_events, key=lambda e: str(e["id"]))
     prefix = str(newest["id"]).rsplit("-", 1)[0] + "-"
     commit = [e for e in new_events if str(e["id"]).startswith(prefix)]
     expected = newest.get("commitEvents")
     if isinstance(expected, int) and len(commit) < expected:
         return {}  # part of a commit: never applied (an unfinished append is moved aside first, see below)
+    token = newest.get("commitToken")
+    if isinstance(token, str) and not all(written(name, token) for name in {e["collection"] for e in commit}):
+        return {}
     changes: dict[str, Changes] = {}
     for event in commit:
         collection = collections.get(event["collection"])
@@ -141,7 +151,7 @@ def events_appended(events: Changes, plans: dict[str, Plan], history: Collection
     return index, lines
 
 
-def unfinished_tail(data: bytes) -> int | None:
+def unfinished_tail(data: bytes, held: Callable[[str], int] | None = None) -> int | None:
     """Where a shard's unfinished append starts, or None when it ends with a whole commit.
 
     What a crash during an append leaves at the end of the shard: lines that are not events (a torn last line,
@@ -149,7 +159,9 @@ def unfinished_tail(data: bytes) -> int | None:
     `commitEvents`. Events are written before the graph shard, so that commit changed nothing else. A commit
     that starts on the shard's first line was never appended (an append always follows a line) but written by
     a whole-file replace, which cannot be cut short; its other events are in the shards before. Events written
-    before `commitEvents` existed are never unfinished."""
+    before `commitEvents` existed are never unfinished. `held` (events of a commit in the whole collection) is
+    asked before a short commit is cut: a store written before new history shards always went last may hold
+    the rest of a whole commit in an older shard."""
     lines: list[tuple[int, dict[str, Any] | None]] = []  # (offset, event or None), from the end backwards
     end = len(data)
     while end > 0:
@@ -171,6 +183,7 @@ def unfinished_tail(data: bytes) -> int | None:
         found += event is not None
         first = position
     whole = not isinstance(expected, int) or found >= expected or lines[first][0] == 0
+    whole = whole or (held is not None and isinstance(expected, int) and held(commit) >= expected)
     cut = lines[garbage - 1][0] if whole and garbage else None if whole else lines[first][0]
     return cut
 

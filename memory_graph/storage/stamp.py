@@ -51,6 +51,8 @@ class StampFile:
         return secrets.token_hex(8)
 
     def write(self, shards: Manifest, durable: bool) -> bytes:
-        text = json.dumps({"format": FORMAT, "shards": shards}, separators=(",", ":"), sort_keys=True)
+        # `commit` makes every write a change others see, even one that only drops shards (a prune).
+        stamp = {"format": FORMAT, "shards": shards, "commit": self.new_token()}
+        text = json.dumps(stamp, separators=(",", ":"), sort_keys=True)
         atomic_write(self.path, text, durable=durable)
         return text.encode("utf-8")

@@ -216,7 +216,7 @@ class Store(StoreEngine):
                 tx = Transaction(operation=label, actor=actor or self.actor, record_history=record_history)
                 yield tx
                 self._record_events(tx)
-                self._commit(tx.changes)
+                self._commit(tx.changes, tx.token)
 
     def problems(self) -> list[LineProblem]:
         with self.reading():
@@ -371,12 +371,18 @@ class Store(StoreEngine):
         if not suspects or not all(os.access(c.names.folder, os.W_OK) for c in self.collections.values()):
             return change
 
+        def held(prefix: str) -> int:
+            """A commit's events in the whole history (older shards read first: rare, a short commit)."""
+            if history.deferred:
+                self._notify(HISTORY, [], history.load_deferred().upserted)
+            return sum(1 for key in history.locations if str(key[1]).startswith(prefix))
+
         label = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         cut_any = False
         for index in sorted(suspects):
             path = history.names.path(index)
             try:
-                cut = unfinished_tail(path.read_bytes())
+                cut = unfinished_tail(path.read_bytes(), held)
                 if cut is not None:
                     aside = rejected_lines_file(path, label)
                     cut_tail(path, cut, aside)
@@ -395,17 +401,24 @@ class Store(StoreEngine):
 
     def _roll_forward(self, new_events: list[dict[str, Any]]) -> None:
         """Finish a commit whose events were written but whose graph shard was not (see history_log.py)."""
-        changes = unfinished_commit(new_events, self.collections)
+
+        def written(name: str, token: str) -> bool:
+            collection = self.collections.get(name)
+            manifest = collection.stamp.manifest(collection.stamp.read()) if collection is not None else None
+            return manifest is None or token in manifest.values()  # no stamp: nothing to tell by
+
+        changes = unfinished_commit(new_events, self.collections, written)
         if changes and all(os.access(c.names.folder, os.W_OK) for c in self.collections.values()):
             log.warning("finishing a commit interrupted by a crash, from its history events")
             self._commit(changes)
 
     # -- committing ------------------------------------------------------------------------------------------
-    def _commit(self, changes: dict[str, Changes]) -> None:
+    def _commit(self, changes: dict[str, Changes], token: str | None = None) -> None:
         plans = {
             name: plan_changes(self.collections[name], ch) for name, ch in changes.items() if ch and name != HISTORY
         }
         events = changes.get(HISTORY)
+        token = token or StampFile.new_token()
         append = events_appended(events, plans, self.collections[HISTORY]) if events else None
         if events and append is None:
             plans[HISTORY] = plan_changes(self.collections[HISTORY], events)
@@ -421,7 +434,6 @@ class Store(StoreEngine):
                     writes.append(FileWrite(path, "\n".join(lines.values()) + "\n"))
                 elif index in collection.shards:
                     writes.append(FileWrite(path, None))
-        token = StampFile.new_token()
         manifests = {name: self.collections[name].next_manifest(plan, token) for name, plan in plans.items()}
         if append is not None:
             # The history's stamp is not renewed for an append: the graph's is, and every process reloads all its

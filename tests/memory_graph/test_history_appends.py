@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memory_graph.app import Services
+from lessons.model import LessonInput
+from memory_graph.app import Services, build_services
+from memory_graph.config import Settings
 from memory_graph.errors import StorageError
 from memory_graph.history import ObservationUpdate
 from memory_graph.model import Entity, ObservationAddition, Relation
@@ -315,3 +317,32 @@ def test_two_processes_taking_turns_always_agree_with_the_files(tmp_path: Path) 
         on_disk = snapshot(open_services(tmp_path, shard_lines=4).graph)
         assert snapshot(first.graph) == on_disk and snapshot(second.graph) == on_disk, step
     assert replayed(first.graph) == snapshot(first.graph)
+
+
+def test_a_lesson_another_memory_deleted_is_not_taken_for_an_unfinished_create(tmp_path: Path) -> None:
+    def memory(name: str) -> Services:
+        settings = Settings(
+            memory_file=tmp_path / name / "memory.json", lesson_file=tmp_path / "shared" / "lesson.json"
+        )
+        services = build_services(settings)
+        services.store.open()
+        return services
+
+    (tmp_path / "shared").mkdir()
+    first = memory("first")
+    first.lessons.create_lesson(LessonInput(name="PIP_FAIL", errorPattern={"type": "build", "message": "no dist"}))
+    memory("second").graph.delete_entities(["PIP_FAIL"])  # its before is the create's: "absent"
+
+    for name in ("first", "second", "first"):  # each restart looks at its newest commit
+        assert memory(name).graph.open_nodes(["PIP_FAIL"]).entities == []
+    lessons = tmp_path / "shared" / "lesson.json"
+    assert not lessons.exists() or "PIP_FAIL" not in lessons.read_text(encoding="utf-8")
+
+
+def test_a_prune_is_seen_by_another_process_at_its_next_call(tmp_path: Path) -> None:
+    first, second = open_services(tmp_path, shard_lines=2), open_services(tmp_path, shard_lines=2)
+    for name in ("Alice", "Bob", "Carol", "Dave"):
+        first.graph.create_entities([person(name)])
+    assert second.history.get_history().total == 4
+    assert first.store.prune_history(datetime.now(UTC)) == 4  # removes whole shards only
+    assert second.history.get_history().total == 0
