@@ -51,8 +51,7 @@ class StampFile:
         return secrets.token_hex(8)
 
     def write(self, shards: Manifest, durable: bool) -> bytes:
-        # `commit` makes every write a change others see, even one that only drops shards (a prune).
-        stamp = {"format": FORMAT, "shards": shards, "commit": self.new_token()}
+        stamp = {"format": FORMAT, "shards": shards}
         text = json.dumps(stamp, separators=(",", ":"), sort_keys=True)
         atomic_write(self.path, text, durable=durable)
         return text.encode("utf-8")
