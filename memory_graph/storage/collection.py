@@ -204,13 +204,16 @@ class Collection:
                 or known.stat != on_disk[index]
                 or (generation is not None and generation != known.generation)
             ):
-                try:
-                    changed[index] = self.read(index)
-                except FileNotFoundError:
-                    changed[index] = None
-                except OSError as exc:
-                    raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+                changed[index] = self._read_if_there(index)
         return changed
+
+    def _read_if_there(self, index: int) -> ParsedFile | None:
+        try:
+            return self.read(index)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.names.path(index)}: {exc.strerror}") from exc
 
     def _defer_older(self, on_disk: dict[int, FileStat], generations: Manifest | None) -> None:
         """At a lazy collection's first load: leave unread every shard but the newest (the highest index) and
@@ -232,12 +235,7 @@ class Collection:
         changed: dict[int, ParsedFile | None] = {}
         for index in chosen:
             del self.deferred[index]
-            try:
-                changed[index] = self.read(index)
-            except FileNotFoundError:
-                changed[index] = None
-            except OSError as exc:
-                raise StorageError(f"cannot read {self.names.path(index)}: {exc.strerror}") from exc
+            changed[index] = self._read_if_there(index)
         manifest = {name: generation for name, generation in generations.items() if generation is not None}
         fresh = self._install(changed, manifest)
         keys = {key for index in chosen if index in self.shards for key in self.shards[index].lines}
@@ -327,11 +325,7 @@ class Collection:
         lines = {key: line for key, _, line in parsed.records}
         if parsed.problems or len(lines) != len(parsed.records) or any(key in shard.lines for key in lines):
             return None
-        shard.lines.update(lines)
-        shard.line_count += len(lines)
-        shard.stat = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-        for key in lines:
-            self._locate(key, index)
+        self.appended(index, lines, (stat.st_size, stat.st_mtime_ns, stat.st_ino))
         return [record for _, record, _ in parsed.records]
 
     def holds_on_disk(self, index: int) -> bool:
@@ -354,11 +348,12 @@ class Collection:
         if shard is not None and shard.stat is not None and now is not None and now[0] == shard.stat[0]:
             shard.stat = now
 
-    def appended(self, index: int, lines: ShardLines) -> None:
-        """Hold lines a commit appended to a shard (its generation stays: the stamp was not renewed)."""
+    def appended(self, index: int, lines: ShardLines, stat: FileStat | None = None) -> None:
+        """Hold lines appended to a shard, by this process or read from another's append (its generation stays:
+        the stamp is not renewed for an append)."""
         shard = self.shards[index]
         shard.lines.update(lines)
-        shard.stat = file_stat(self.names.path(index))
+        shard.stat = stat or file_stat(self.names.path(index))
         shard.line_count += len(lines)
         for key in lines:
             self._locate(key, index)

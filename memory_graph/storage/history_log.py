@@ -69,7 +69,7 @@ def whole_commits(events: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]
     one without it: written before commits were counted, so it cannot be told whole)."""
     commit: list[dict[str, Any]] = []
     for event in [*events, None]:
-        if commit and (event is None or _commit_of(event) != _commit_of(commit[0])):
+        if commit and (event is None or commit_of(event) != commit_of(commit[0])):
             if len(commit) != commit[0].get("commitEvents"):
                 return
             yield commit
@@ -89,7 +89,7 @@ def unfinished_commit(
     commit gave it (`commitToken`). If not, a later commit rewrote those shards: a record back at its `before`
     was changed back by someone else (another memory sharing the lesson file), not left unfinished."""
     newest = max(new_events, key=lambda e: str(e["id"]))
-    prefix = str(newest["id"]).rsplit("-", 1)[0] + "-"
+    prefix = commit_of(newest)
     commit = [e for e in new_events if str(e["id"]).startswith(prefix)]
     expected = newest.get("commitEvents")
     if isinstance(expected, int) and len(commit) < expected:
@@ -97,15 +97,22 @@ def unfinished_commit(
     token = newest.get("commitToken")
     if isinstance(token, str) and not all(written(name, token) for name in {e["collection"] for e in commit}):
         return {}
+    return redo_changes(commit, collections) or {}
+
+
+def redo_changes(commit: list[dict[str, Any]], collections: Mapping[str, Collection]) -> dict[str, Changes] | None:
+    """The changes that make a commit's events happen here, when every record they change still holds its
+    `before` (this store is exactly that commit behind); None otherwise (it landed, or was edited since)."""
     changes: dict[str, Changes] = {}
     for event in commit:
-        collection = collections.get(event["collection"])
-        key = tuple(event["key"])
+        name = event.get("collection")
+        collection = collections.get(name) if isinstance(name, str) and name != HISTORY else None
         if collection is None:
-            return {}
+            return None
+        key = tuple(event["key"])
         now = collection.record(key) if key in collection.locations else None
         if now != event["before"]:
-            return {}  # landed (it holds `after`), or edited by hand since
+            return None
         target = changes.setdefault(collection.name, Changes())
         if event["after"] is None:
             target.deletes.append(key)
@@ -174,11 +181,11 @@ def unfinished_tail(data: bytes, held: Callable[[str], int] | None = None) -> in
     if garbage == len(lines):
         return None  # nothing readable: not an append (reported as unreadable lines instead)
     newest = lines[garbage][1] or {}
-    commit, expected = _commit_of(newest), newest.get("commitEvents")
+    commit, expected = commit_of(newest), newest.get("commitEvents")
     found, first = 0, garbage
     for position in range(garbage, len(lines)):
         event = lines[position][1]
-        if event is not None and _commit_of(event) != commit:
+        if event is not None and commit_of(event) != commit:
             break
         found += event is not None
         first = position
@@ -188,7 +195,8 @@ def unfinished_tail(data: bytes, held: Callable[[str], int] | None = None) -> in
     return cut
 
 
-def _commit_of(event: dict[str, Any]) -> str:
+def commit_of(event: dict[str, Any]) -> str:
+    """The id prefix every event of one commit shares."""
     return str(event.get("id", "")).rsplit("-", 1)[0] + "-"
 
 

@@ -51,8 +51,10 @@ from memory_graph.storage.files import (
     remove_stray_temps,
 )
 from memory_graph.storage.history_log import (
+    commit_of,
     events_appended,
     events_first,
+    redo_changes,
     unfinished_commit,
     unfinished_tail,
     whole_commits,
@@ -309,7 +311,7 @@ class Store(StoreEngine):
             return []
         touched: dict[str, set[int]] = {}
         for commit in whole_commits(events):
-            changes = self._changes_from(commit)
+            changes = redo_changes(commit, self.collections)
             if changes is None:
                 break
             try:
@@ -337,26 +339,6 @@ class Store(StoreEngine):
                     shard.stat = None  # read whole by the reload
         return events
 
-    def _changes_from(self, commit: list[dict[str, Any]]) -> dict[str, Changes] | None:
-        """One commit's changes, when every record it changed still holds its `before` here (this process is
-        exactly that commit behind); None otherwise."""
-        changes: dict[str, Changes] = {}
-        for event in commit:
-            name = event.get("collection")
-            collection = self.collections.get(name) if isinstance(name, str) and name != HISTORY else None
-            if collection is None:
-                return None
-            key = tuple(event["key"])
-            now = collection.record(key) if key in collection.locations else None
-            if now != event["before"]:
-                return None
-            target = changes.setdefault(collection.name, Changes())
-            if event["after"] is None:
-                target.deletes.append(key)
-            else:
-                target.upserts.append(event["after"])
-        return changes
-
     def _set_aside_unfinished_appends(self, history: Collection, change: Reloaded) -> Reloaded:
         """Move aside what a crash left of an append to the history (see `unfinished_tail`), then read the shard
         again. Looked for only where it can be: a shard with an unreadable line, or new events whose newest
@@ -364,7 +346,7 @@ class Store(StoreEngine):
         suspects = {index for index, shard in history.shards.items() if shard.problems}
         if change.upserted:
             newest = max(change.upserted, key=lambda e: str(e["id"]))
-            prefix = str(newest["id"]).rsplit("-", 1)[0] + "-"
+            prefix = commit_of(newest)
             expected = newest.get("commitEvents")
             if isinstance(expected, int) and sum(str(e["id"]).startswith(prefix) for e in change.upserted) < expected:
                 suspects.add(history.locations[record_key(newest)][0])
