@@ -1,14 +1,22 @@
-"""Fit the lesson-match confidence model (ranking.FIND_CONFIDENCE / RECOMMEND_CONFIDENCE) and its cut.
+"""Fit the lesson-match confidence model (ranking.FIND_CONFIDENCE / RECOMMEND_CONFIDENCE), its cut and score floors.
 
-    .venv/bin/python bench/harvest_negatives.py          # real errors no dev lesson covers
-    .venv/bin/python bench/lessons_fit_confidence.py     # prints the weights and cuts to paste into ranking.py
+    .venv/bin/python bench/harvest_lessons.py            # real errors of kinds the dev sets lack, three styles
+    PYTHONHASHSEED=0 .venv/bin/python bench/lessons_fit_confidence.py   # the constants to paste into ranking.py
 
-Fitting data: the errors-dev.json queries against the dev lessons alone (26) and with distractors-dev.json
-(1,011): label 1 when the top answer is right, 0 when it is wrong; and bench/data/harvested-negatives.json
-against the same stores, label 0. negatives-dev.json is not used: it is kept for measuring.
-Features of the top answer: its score, its margin over the runner-up, ln(store size). Model: logistic regression
-by gradient descent (no numpy here). Cut: the lowest confidence any right fitting answer had, rounded down, so
-abstention loses no fitted positive.
+Fitting data, all harvested on this machine by really running tools (never the dev sets, which stay for
+measuring): bench/data/harvested-lessons.json (classes of error with a lesson in three styles: the raw key line,
+an assistant's summary `__A`, a generalized pattern `__B`; other occurrences of each as queries; errors no class
+covers as negatives; distractor lessons `DIS_*`). (bench/data/harvested-negatives.json, the earlier negatives, is not
+used: some of its errors are kinds that harvested-lessons.json has classes for.)
+Stores: the raw lessons alone, with the distractors, the summaries with the distractors, all three styles with
+the distractors. Each query is asked with abstention off; the top answer is labelled 1 when right, 0 when wrong
+or when the query is a negative.
+
+The features are the ones the service computes (recorded from its own calls to ranking.confidence, so the fit
+sees exactly what ships): score, margin over the runner-up, whether the lesson explains the query's rarest word,
+whether it names the query's error class, ln(store size). Model: logistic regression by gradient descent (no
+numpy in the default install). Cut: the confidence that maximises right answers minus WRONG_COST x wrong ones
+over the fitting rows: a confident wrong lesson costs the user more than an honest "nothing fits".
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import json
 import math
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,41 +34,81 @@ sys.path.insert(0, str(ROOT))
 
 import lessons.ranking as ranking  # noqa: E402
 import lessons.service as service  # noqa: E402
-from lessons.model import ErrorQuery, LessonInput  # noqa: E402
+from lessons.model import ErrorQuery  # noqa: E402
 from memory_graph.app import services_for_folder  # noqa: E402
+from memory_graph.graph import ImportSummary  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
-HARVESTED = ROOT / "bench" / "data" / "harvested-negatives.json"
+DATA = ROOT / "bench" / "data"
+WRONG_COST = 2.0
 Row = tuple[list[float], float]
 
 
-def top_features(matches: list[tuple[str, float]], expected: str | None, size: int) -> Row | None:
-    if not matches:
-        return None
-    score = matches[0][1]
-    margin = score - (matches[1][1] if len(matches) > 1 else 0.0)
-    return [score, margin, math.log(size)], float(matches[0][0] == expected)
+def load(name: str) -> dict[str, Any]:
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
 
 
-def collect(lessons: list[dict[str, Any]], queries: list[dict[str, Any]]) -> tuple[list[Row], list[Row]]:
-    """(find rows, recommendation rows) with abstention switched off."""
-    find: list[Row] = []
-    rec: list[Row] = []
+def right(answer: str, expected: str | None) -> bool:
+    """A hit on any style of the expected class (CLASS, CLASS__A, CLASS__B)."""
+    return expected is not None and answer.split("__")[0] == expected.split("__")[0]
+
+
+def stores(harvested: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    lessons = harvested["lessons"]
+    distractors = [lesson for lesson in lessons if lesson["name"].startswith("DIS_")]
+    raw = [x for x in lessons if not x["name"].startswith("DIS_") and "__" not in x["name"]]
+    summaries = [x for x in lessons if x["name"].endswith("__A")]
+    styled = [x for x in lessons if not x["name"].startswith("DIS_")]
+    return {
+        "raw": raw,
+        "raw + distractors": raw + distractors,
+        "summaries + distractors": summaries + distractors,
+        "all styles + distractors": styled + distractors,
+    }
+
+
+class Recorder:
+    """Stands in for ranking.confidence during a call: keeps every candidate's features, accepts every one."""
+
+    def __init__(self) -> None:
+        self.features: list[tuple[float, ...]] = []
+
+    def __call__(self, weights: tuple[float, ...], features: tuple[float, ...]) -> float:
+        self.features.append(features)
+        return 1.0
+
+    def top(self) -> list[float] | None:
+        """The features of the best-scoring candidate of the last call."""
+        found = max(self.features, key=lambda f: f[0], default=None)
+        self.features = []
+        return list(found) if found is not None else None
+
+
+def collect(
+    store: list[dict[str, Any]], queries: list[dict[str, Any]]
+) -> tuple[list[tuple[Row, bool]], list[tuple[Row, bool]]]:
+    """(find rows, recommendation rows): the top answer's features and whether it is right, and whether the query
+    is a negative."""
+    find: list[tuple[Row, bool]] = []
+    rec: list[tuple[Row, bool]] = []
+    recorder = Recorder()
     with tempfile.TemporaryDirectory() as folder:
         svc = services_for_folder(Path(folder)).lessons
-        for lesson in lessons:
-            svc.create_lesson(LessonInput.model_validate(lesson))
-        size = len(lessons)
-        for query in queries:
-            found = svc.find_similar_errors(ErrorQuery.model_validate(query["errorPattern"]), limit=2).matches
-            recs = svc.get_lesson_recommendations(query["log"], limit=2).recommendations
-            for rows, pairs in (
-                (find, [(m.name, m.score) for m in found]),
-                (rec, [(r.name, r.relevance) for r in recs]),
-            ):
-                row = top_features(pairs, query["expected"], size)
-                if row is not None:
-                    rows.append(row)
+        svc.import_lessons([{"type": "entity", "entityType": "lesson", **x} for x in store], ImportSummary())
+        original: Callable[..., float] = service.confidence
+        service.confidence = recorder  # type: ignore[assignment]
+        try:
+            for query in queries:
+                found = svc.find_similar_errors(ErrorQuery.model_validate(query["errorPattern"]), limit=1).matches
+                features = recorder.top()
+                negative = query["expected"] is None
+                if found and features is not None:
+                    find.append(((features, float(right(found[0].name, query["expected"]))), negative))
+                recs = svc.get_lesson_recommendations(query["log"], limit=1).recommendations
+                features = recorder.top()
+                if recs and features is not None:
+                    rec.append(((features, float(right(recs[0].name, query["expected"]))), negative))
+        finally:
+            service.confidence = original  # type: ignore[assignment]
     return find, rec
 
 
@@ -77,27 +126,47 @@ def fit(rows: list[Row], steps: int = 20_000, rate: float = 0.5, l2: float = 1e-
 
 
 def predict(weights: list[float], x: list[float]) -> float:
-    return 1 / (1 + math.exp(-(weights[-1] + sum(w * v for w, v in zip(weights, x, strict=False)))))
+    return ranking.confidence(tuple(weights), tuple(x))
+
+
+def best_cut(weights: list[float], rows: list[Row]) -> float:
+    """The confidence cut (two decimals) maximising right - WRONG_COST x wrong answers kept."""
+    chances = sorted((predict(weights, x), y) for x, y in rows)
+    best, best_value = 0.0, -math.inf
+    for step in range(100):
+        cut = step / 100
+        kept = [y for chance, y in chances if chance >= cut]
+        value = sum(kept) - WRONG_COST * (len(kept) - sum(kept))
+        if value > best_value:
+            best, best_value = cut, value
+    return best
 
 
 def main() -> int:
-    service.FIND_MIN_CONFIDENCE = service.RECOMMEND_MIN_CONFIDENCE = 0.0  # type: ignore[misc]
-    service.FIND_THRESHOLD = service.RECOMMEND_THRESHOLD = 0.0  # type: ignore[misc]
+    for name in ("FIND_MIN_CONFIDENCE", "RECOMMEND_MIN_CONFIDENCE", "FIND_THRESHOLD", "RECOMMEND_THRESHOLD"):
+        setattr(service, name, 0.0)
     ranking.RELATIVE_CUTOFF = 0.0
-    dev = json.loads((DATA / "errors-dev.json").read_text(encoding="utf-8"))
-    distractors = json.loads((DATA / "lessons" / "distractors-dev.json").read_text(encoding="utf-8"))["lessons"]
-    harvested = json.loads(HARVESTED.read_text(encoding="utf-8"))["queries"]
-    find: list[Row] = []
-    rec: list[Row] = []
-    for store in (dev["lessons"], dev["lessons"] + distractors):
-        for queries in (dev["queries"], harvested):
-            more_find, more_rec = collect(store, queries)
-            find += more_find
-            rec += more_rec
-    for tool, rows in (("find", find), ("recommend", rec)):
+    harvested = load("harvested-lessons.json")
+    queries = harvested["queries"]
+    positives = sum(1 for q in queries if q["expected"])
+    negatives = len(queries) - positives
+    collected = {label: collect(store, queries) for label, store in stores(harvested).items()}
+    for index, tool in enumerate(("FIND", "RECOMMEND")):
+        rows = [row for pair in collected.values() for row, _ in pair[index]]
         weights = fit(rows)
-        cut = math.floor(100 * min(predict(weights, x) for x, y in rows if y)) / 100
-        print(f"{tool}: weights (score, margin, ln size, intercept) {[round(w, 3) for w in weights]}, cut {cut}")
+        cut = best_cut(weights, rows)
+        floor = math.floor(20 * min(x[0] for x, y in rows if y)) / 20
+        print(f"{tool}_CONFIDENCE = {tuple(round(w, 3) for w in weights)}")
+        print(f"{tool}_MIN_CONFIDENCE = {cut}")
+        print(f"{tool}_THRESHOLD = {floor}")
+        for label, pair in collected.items():
+            kept = [(y, negative) for (x, y), negative in pair[index] if predict(weights, x) >= cut and x[0] >= floor]
+            right_before = sum(y for (_, y), _ in pair[index])
+            print(
+                f"  {label:26} top-1 {right_before / positives:.3f} without abstention, "
+                f"{sum(y for y, _ in kept) / positives:.3f} with; negatives answered "
+                f"{sum(negative for _, negative in kept) / negatives:.0%}"
+            )
     return 0
 
 

@@ -280,6 +280,47 @@ class Lesson(BaseModel):
     errorPattern: ErrorPattern
     verificationSteps: list[VerificationStep]
     metadata: LessonMetadata
+    aliases: list[str] = Field(
+        default_factory=list,
+        description="Other wordings of the error that this lesson fixed (learned from update_lesson_success after a "
+        "lookup, or from a merged twin); matched like the message",
+    )
+    mergedNames: list[str] = Field(
+        default_factory=list, description="Names of twin lessons merged into this one (they still find it)"
+    )
+
+
+class CreatedLesson(Lesson):
+    """What create_lesson returns: the stored lesson, and whether the new one was merged into a twin."""
+
+    merged: bool = Field(
+        default=False,
+        description="true when a lesson with the same error signature already existed: the new observations, "
+        "verification steps and counts were merged into it (its name is `name`) instead of storing a twin",
+    )
+    note: str | None = None
+
+
+class LessonChanges(BaseModel):
+    """What update_lesson accepts: the lesson's name and the fields to replace (the others are kept)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: NonBlank = Field(description="The lesson's exact name")
+    errorPattern: ErrorPattern | None = Field(default=None, description="Replaces the whole error pattern")
+    observations: list[StrictStr] | None = Field(default=None, description="Replaces the observations")
+    addObservations: list[StrictStr] = Field(default_factory=list, description="Appended to the observations")
+    verificationSteps: list[VerificationStep] | None = Field(default=None, description="Replaces the steps")
+    severity: Severity | None = None
+
+    def changes_nothing(self) -> bool:
+        return (
+            self.errorPattern is None
+            and self.observations is None
+            and not self.addObservations
+            and self.verificationSteps is None
+            and self.severity is None
+        )
 
 
 class SuccessReport(BaseModel):
@@ -346,6 +387,8 @@ def lesson_of(record: dict[str, Any]) -> Lesson:
             },
             "verificationSteps": record.get("verificationSteps") or [],
             "metadata": complete_metadata(record),
+            "aliases": record.get("aliases") or [],
+            "mergedNames": record.get("mergedNames") or [],
         }
     )
 

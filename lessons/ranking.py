@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 from rapidfuzz import fuzz, process
 
 from lessons import signature as signature_module
-from lessons.signature import evidence_words, identity_words, quoted_words, shape, strip_ansi
+from lessons.signature import evidence_words, identity_words, shape, slot_words, strip_ansi
 
 T = TypeVar("T")
 PRIOR_SUCCESSES = 2.0
@@ -57,26 +57,31 @@ PRIOR_ATTEMPTS = 4.0
 RECENCY_DECAY = 0.98
 SUCCESS_WEIGHT = 0.3
 
-W_SORT, W_PARTIAL, W_LESSON_COVERAGE, W_QUERY_COVERAGE, W_TYPE = 0.35, 0.15, 0.10, 0.25, 0.15
-# Score floors: every right answer in the confidence model's fitting data scored above them (0.457 and 0.402), and
-# the model is not trusted below the scores it was fitted on.
-FIND_THRESHOLD = 0.42
-RECOMMEND_THRESHOLD = 0.36
-# Confidence that a match is right: a logistic model of (score, margin over the best other lesson, ln store size),
-# fitted by bench/lessons_fit_confidence.py on errors-dev positives (26 and 1,011 lessons) and on real errors
-# harvested on this machine (bench/data/harvested-negatives.json). A fixed score cut-off let unrelated errors
-# through in a large store and cut right matches to differently worded lessons; the margin and the store size
-# tell those apart. The cut is the lowest confidence any right fitting answer had, so no fitted positive is lost.
-FIND_CONFIDENCE = (2.834, 7.583, -0.169, -2.259)  # weights of score, margin, ln size; intercept
-RECOMMEND_CONFIDENCE = (3.674, 6.641, -0.212, -2.502)
-FIND_MIN_CONFIDENCE = 0.11
-RECOMMEND_MIN_CONFIDENCE = 0.10
+W_SORT, W_PARTIAL, W_LESSON_COVERAGE, W_QUERY_COVERAGE, W_TYPE = 0.05, 0.10, 0.05, 0.55, 0.15
+W_DICE = 0.10
+# Confidence that a match is right: a logistic model of the top answer's features (see `confidence` and `clues`),
+# fitted by bench/lessons_fit_confidence.py on lessons and real errors harvested on this machine
+# (bench/data/harvested-lessons.json), never on the dev sets. A fixed score cut-off let unrelated errors through in a
+# large store and cut right matches to differently worded lessons. The cut keeps a match when that maximises right
+# answers minus twice the wrong ones over the fitting data.
+# Weights of (score, margin, rarest words explained, names the class, message coverage, query coverage, ln size),
+# then the intercept:
+FIND_CONFIDENCE = (2.101, 3.28, 1.641, 0.372, 1.609, 1.838, -0.048, -3.879)
+RECOMMEND_CONFIDENCE = (3.538, 3.577, 1.932, -0.844, 3.105, 0.327, -0.319, -4.199)
+FIND_MIN_CONFIDENCE = 0.65
+RECOMMEND_MIN_CONFIDENCE = 0.35
+# Score floors: the model is not trusted below the lowest score a right fitting answer had.
+FIND_THRESHOLD = 0.3
+RECOMMEND_THRESHOLD = 0.35
+RAREST_WORDS = 3  # the query's rarest words, which a right lesson explains (clues)
+SLOT_WEIGHT = 0.5  # of a quoted word's rarity, in the query's mass (see LessonIndex.prepare)
 UNKNOWN_WORD_WEIGHT = 0.5  # of a unique word's rarity, for a query word no lesson has
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
 IDENTITY_CONFLICT = 0.75  # of a match's score, when the query and the lesson name different errors
 CANDIDATES = 48
 MAX_ERROR_LINES = 60
 TAIL_LINES = 10
+PRECEDING_WEIGHT = 0.7  # of a match, for the line just before an error line (error_windows)
 # error_windows reads at most this many of a log's last error lines, and stops once it has shaped this much text:
 # a log of 100,000 error lines that are all alike would otherwise be shaped line by line without ever finding
 # MAX_ERROR_LINES different ones.
@@ -90,6 +95,7 @@ FUZZY_NEEDLE = 512
 FUZZY_AREA = 1 << 20  # needle x haystack characters
 MAX_KEYS = 3  # observations used as extra match keys, and the characters read of each
 MAX_KEY_CHARS = 600
+MAX_ALIASES = 10  # wordings a lesson learns (service.py keeps the newest)
 KEY_DISCOUNT = 1.0  # an observation's wording counts as much as the message's (measured: 1.0 beat 0.9 on authored-A)
 
 # Lines that announce an error (a generous net; the scoring decides).
@@ -107,7 +113,9 @@ WRAPPER = re.compile(
     r"exit code|exit status|non-zero code|returned \d+|job failed|process completed|\] error \d+|"
     r"^make(\[\d+\])?: \*\*\* \[|"
     r"^npm (?:error|ERR!) (?:code (?:\d+|ELIFECYCLE)|path|command|errno|A complete log|\s*$)|"
-    r"^error: could not compile|^for more information about this error",
+    r"^error: could not compile|^for more information about this error|"
+    # A traceback's header and the lines that chain one exception to the next: the exception lines name the error.
+    r"^traceback \(most recent call last\)|^during handling of the above exception|^the above exception was",
     re.IGNORECASE,
 )
 
@@ -146,10 +154,11 @@ def best_first(items: list[T], order: Callable[[T], Any], score_of: Callable[[T]
     return [item for item in ranked if score_of(item) >= floor][:limit]
 
 
-def confidence(weights: tuple[float, float, float, float], score: float, margin: float, size: int) -> float:
-    """The fitted probability that a match with this score and margin, in a store of `size` lessons, is right."""
-    z = weights[3] + weights[0] * score + weights[1] * margin + weights[2] * math.log(max(size, 1))
-    return 1 / (1 + math.exp(-z))
+def confidence(weights: tuple[float, ...], features: tuple[float, ...]) -> float:
+    """The fitted probability that a match is right, from its features: (score, margin over the best other lesson,
+    the three `clues`, ln store size); `weights` has one weight per feature, then the intercept."""
+    z = weights[-1] + sum(w * x for w, x in zip(weights, features, strict=False))
+    return 1 / (1 + math.exp(-max(-50.0, min(50.0, z))))
 
 
 def margins(scores: list[float]) -> list[float]:
@@ -185,6 +194,7 @@ def lesson_text(record: dict[str, Any]) -> str:
     """Everything a lesson says, for evidence: pattern, observations, verification steps."""
     pattern = record.get("errorPattern") or {}
     parts = [str(pattern.get(k) or "") for k in ("type", "message", "context", "stackTrace")]
+    parts.extend(str(alias) for alias in record.get("aliases") or [])
     parts.extend(record.get("observations") or [])
     for step in record.get("verificationSteps") or []:
         if isinstance(step, dict):
@@ -208,7 +218,7 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
     # occurrence will have another name, so its absence must not count against a match. One the lesson
     # talks about (a builtin, a reserved word, an option) is what the lesson is about, and stays evidence.
     explained = evidence_words(explanation_text(record))
-    incidental = {w for w in quoted_words(message) if w not in explained}
+    incidental = {w for w in slot_words(message) if w not in explained}
     message_shape = shape(message)
     return IndexedLesson(
         name=record["name"],
@@ -217,8 +227,12 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         sorted_shape=sort_words(message_shape),
         message_evidence=evidence_words(message) - incidental,
         all_evidence=evidence_words(lesson_text(record)),
+        # Aliases (other wordings that this lesson fixed) first, then the observations.
         other_shapes=tuple(
-            shape(str(text)[:MAX_KEY_CHARS]) for text in islice(record.get("observations") or [], MAX_KEYS)
+            shape(str(text)[:MAX_KEY_CHARS])
+            for text in chain(
+                islice(record.get("aliases") or [], MAX_ALIASES), islice(record.get("observations") or [], MAX_KEYS)
+            )
         ),
         message_identity=identity_words(message),
         all_identity=identity_words(lesson_text(record)),
@@ -227,7 +241,12 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
 
 def _indexed_fields(record: dict[str, Any]) -> tuple[Any, ...]:
     """What index_record reads of a record besides its name."""
-    return record.get("errorPattern"), record.get("observations"), record.get("verificationSteps")
+    return (
+        record.get("errorPattern"),
+        record.get("observations"),
+        record.get("verificationSteps"),
+        record.get("aliases"),
+    )
 
 
 def fields_hash(record: dict[str, Any]) -> str:
@@ -307,19 +326,21 @@ class Query:
     sorted_shape: str = ""
     quoted: frozenset[str] = frozenset()
     identity: frozenset[str] = frozenset()
+    weight: float = 1.0  # a log line's share of its match (error_windows)
 
     def __post_init__(self) -> None:
         self.sorted_shape = sort_words(self.shape)
         self.identity = identity_words(self.text)
 
 
-def query_of(text: str, text_shape: str | None = None) -> Query:
-    """The query for a text (`text_shape`: its shape, when already known)."""
+def query_of(text: str, text_shape: str | None = None, weight: float = 1.0) -> Query:
+    """The query for a text (`text_shape`: its shape, when already known; `weight`: its share of a match)."""
     return Query(
         shape=shape(text) if text_shape is None else text_shape,
         evidence=evidence_words(text),
         text=text,
-        quoted=quoted_words(text),
+        quoted=slot_words(text),
+        weight=weight,
     )
 
 
@@ -331,6 +352,7 @@ class LessonIndex:
         self._document_frequency: Counter[str] = Counter()
         self._holders: dict[str, set[str]] = {}
         self._sorted_shapes: dict[str, str] = {}
+        self._by_shape: dict[str, set[str]] = {}  # message shape -> lessons: finds a new lesson's twin
         # Rarity changes whenever a lesson comes or goes; between changes it is computed once per word.
         self._idf: dict[str, float] = {}
         self._message_mass: dict[str, float] = {}
@@ -357,6 +379,7 @@ class LessonIndex:
             indexed = self._cached_or_indexed(record)
         self.lessons[indexed.name] = indexed
         self._sorted_shapes[indexed.name] = indexed.sorted_shape[:FUZZY_CHARS]
+        self._by_shape.setdefault(indexed.shape, set()).add(indexed.name)
         self._idf.clear()
         self._message_mass.clear()
         for word in indexed.all_evidence:
@@ -392,6 +415,11 @@ class LessonIndex:
         if old is None:
             return
         del self._sorted_shapes[name]
+        twins = self._by_shape.get(old.shape)
+        if twins is not None:
+            twins.discard(name)
+            if not twins:
+                del self._by_shape[old.shape]
         self._idf.clear()
         self._message_mass.clear()
         for word in old.all_evidence:
@@ -401,6 +429,21 @@ class LessonIndex:
                 del self._holders[word]
             else:
                 self._holders[word].discard(name)
+
+    def twins(self, record: dict[str, Any]) -> list[str]:
+        """Stored lessons with the same error signature as a new lesson record: the same shape, the same message
+        evidence (so 'int' and 'NoneType' stay apart when the lessons talk about them, while a port number or a
+        user's file name does not) and a compatible type. A shape too short to say which error it is has none."""
+        prepared = self._prepared.get(record["name"])
+        new = prepared[1] if prepared and prepared[0] == _indexed_fields(record) else index_record(record)
+        if len(new.message_evidence) < 2:
+            return []
+        return [
+            name
+            for name in sorted(self._by_shape.get(new.shape, ()))
+            if self.lessons[name].message_evidence == new.message_evidence
+            and (not new.type or not self.lessons[name].type or self.lessons[name].type == new.type)
+        ]
 
     def idf(self, word: str) -> float:
         value = self._idf.get(word)
@@ -441,7 +484,9 @@ class LessonIndex:
     # -- scoring -----------------------------------------------------------------------------------------
     def prepare(self, query: Query, count_unknown: bool = False) -> Query:
         query.known = {w: self.idf(w) for w in query.evidence if w in self._document_frequency}
-        query.known_mass = sum(query.known.values())
+        # A quoted name is a slot (the user's key, file or variable, or a builtin the error is about): missing it
+        # costs a lesson only SLOT_WEIGHT of its rarity, having it earns all of it (coverage capped at 1).
+        query.known_mass = sum(v * (SLOT_WEIGHT if w in query.quoted else 1.0) for w, v in query.known.items())
         if count_unknown:
             # For one error message: a word no lesson has is evidence against every lesson, unless it is a
             # quoted name (the user's own key, file or variable, which no lesson can know). Unquoted, it is
@@ -458,6 +503,13 @@ class LessonIndex:
             return 0.0
         return sum(weight for w, weight in query.known.items() if w in lesson.message_evidence) / mass
 
+    def query_coverage(self, query: Query, lesson: IndexedLesson) -> float:
+        """Rarity-weighted share of the query's words that the lesson explains anywhere (capped at 1: a slot the
+        lesson has counts in full, one it lacks only at SLOT_WEIGHT)."""
+        if not query.known_mass or query.known is None:
+            return 0.0
+        return min(1.0, sum(weight for w, weight in query.known.items() if w in lesson.all_evidence) / query.known_mass)
+
     def _partial_free(self, query: Query, lesson: IndexedLesson) -> tuple[float, float, float]:
         """(score without the partial term, the partial term's weight cap, the sorted ratio)."""
         if query.known is None:
@@ -466,10 +518,17 @@ class LessonIndex:
         sorted_ratio = shape_ratio(query.sorted_shape, lesson.sorted_shape) / 100
         short, long = sorted((len(query.shape), len(lesson.shape)))
         damping = 0.4 + 0.6 * math.sqrt(short / long) if short > 8 else 1.0
-        lesson_coverage = self.message_coverage(query, lesson)
-        explained = sum(weight for w, weight in query.known.items() if w in lesson.all_evidence)
-        query_coverage = explained / query.known_mass if query.known_mass else 0.0
-        base = W_SORT * sorted_ratio + W_LESSON_COVERAGE * lesson_coverage + W_QUERY_COVERAGE * query_coverage
+        mass = self.message_mass(lesson)
+        common = sum(weight for w, weight in query.known.items() if w in lesson.message_evidence)
+        lesson_coverage = common / mass if mass else 0.0
+        dice = min(1.0, 2 * common / (mass + query.known_mass)) if mass + query.known_mass else 0.0
+        query_coverage = self.query_coverage(query, lesson)
+        base = (
+            W_SORT * sorted_ratio
+            + W_LESSON_COVERAGE * lesson_coverage
+            + W_QUERY_COVERAGE * query_coverage
+            + W_DICE * dice
+        )
         return base, W_PARTIAL * damping, sorted_ratio
 
     def _partial(self, query: Query, lesson: IndexedLesson, cap: float, sorted_ratio: float) -> float:
@@ -495,15 +554,34 @@ class LessonIndex:
     def best_match(self, queries: list[Query], lesson: IndexedLesson) -> tuple[float, Query | None]:
         """The best-matching query (no type) for a lesson; skips the costly partial alignment where it
         cannot change the winner."""
-        bounds = sorted(((*self._partial_free(q, lesson), q) for q in queries), key=lambda b: -(b[0] + b[1]))
+        bounds = sorted(
+            ((*self._partial_free(q, lesson), q) for q in queries), key=lambda b: -(b[0] + b[1]) * b[3].weight
+        )
         best, winner = 0.0, None
         for base, cap, sorted_ratio, query in bounds:
-            if base + cap <= best:
+            if (base + cap) * query.weight <= best:
                 break
             score = (base + self._partial(query, lesson, cap, sorted_ratio)) * identity_factor(query, lesson)
+            score *= query.weight
             if score > best:
                 best, winner = score, query
         return best / (1 - W_TYPE), winner
+
+
+def clues(index: LessonIndex, query: Query | None, lesson: IndexedLesson) -> tuple[float, float, float, float]:
+    """Three signs that a match is right beyond its score: the lesson explains the query's rarest word (a slot
+    aside); the lesson names the query's error class (1.0 when the query names none); the share of the lesson
+    message's words that the query has (a near miss of the same tool, "column ... does not exist" for "relation
+    ... does not exist", has a word the query lacks)."""
+    if query is None or query.known is None:
+        return 0.0, 0.0, 0.0, 0.0
+    rarest = heapq.nlargest(
+        RAREST_WORDS, (w for w in query.known if w not in query.quoted), key=query.known.__getitem__
+    )
+    rare_mass = sum(query.known[w] for w in rarest)
+    explains_rarest = sum(query.known[w] for w in rarest if w in lesson.all_evidence) / rare_mass if rare_mass else 0.0
+    names_class = 1.0 if not query.identity or query.identity & lesson.all_identity else 0.0
+    return explains_rarest, names_class, index.message_coverage(query, lesson), index.query_coverage(query, lesson)
 
 
 def identity_factor(query: Query, lesson: IndexedLesson) -> float:
@@ -515,9 +593,9 @@ def identity_factor(query: Query, lesson: IndexedLesson) -> float:
     return 1.0
 
 
-def error_windows(log: str) -> list[tuple[str, str]]:
-    """The lines of a log worth matching, each with its shape: error lines (with the one or two after them),
-    deduplicated by shape."""
+def error_windows(log: str) -> list[tuple[str, str, float]]:
+    """The lines of a log worth matching, each with its shape and its share of a match: error lines (with the one
+    or two after them), deduplicated by shape."""
     # Past MAX_LINE_CHARS a line is data (a minified bundle, a JSON dump, a long command line): its start holds
     # the message if there is one.
     lines = [line.strip()[:MAX_LINE_CHARS].rstrip() for line in strip_ansi(log).split("\n")]
@@ -527,13 +605,25 @@ def error_windows(log: str) -> list[tuple[str, str]]:
     # as far back as needed.
     found = (i for i in reversed(plain) if ERROR_HINT.search(lines[i]))
     first = next(found, None)
-    # When no line names an error, the last lines are the likeliest.
-    hits: Iterable[int] = reversed(plain[-TAIL_LINES:]) if first is None else chain([first], found)
-    picked: list[tuple[str, str]] = []
+    # When no line names an error, the last lines are the likeliest. The line just before an error line is tried
+    # too, at a discount: a tool often states the error in its own words and then a summary that names it
+    # ("... aborted due to compilation errors").
+    unwrapped = set(plain)
+    hits: Iterable[tuple[int, float]] = (
+        ((i, 1.0) for i in reversed(plain[-TAIL_LINES:]))
+        if first is None
+        else (
+            (j, 1.0 if j == i else PRECEDING_WEIGHT)
+            for i in chain([first], found)
+            for j in (i, i - 1)
+            if j == i or (j in unwrapped and not ERROR_HINT.search(lines[j]))
+        )
+    )
+    picked: list[tuple[str, str, float]] = []
     seen: set[str] = set()
     windows: set[str] = set()  # a window met again has the same shape: not shaped twice
     shaped = 0
-    for i in islice(hits, MAX_HIT_LINES):
+    for i, weight in islice(hits, MAX_HIT_LINES):
         following = list(takewhile(lambda line: not WRAPPER.search(line), lines[i + 1 : i + 3]))
         for size in range(len(following) + 1):
             window = " ".join([lines[i], *following[:size]])
@@ -544,7 +634,7 @@ def error_windows(log: str) -> list[tuple[str, str]]:
             shaped += len(window)
             if key not in seen:
                 seen.add(key)
-                picked.append((window, key))
+                picked.append((window, key, weight))
         if len(picked) >= MAX_ERROR_LINES or shaped >= MAX_SHAPED_CHARS:
             break
     picked.reverse()
@@ -553,4 +643,4 @@ def error_windows(log: str) -> list[tuple[str, str]]:
 
 def error_lines(log: str) -> list[str]:
     """The lines of a log worth matching (see error_windows)."""
-    return [window for window, _ in error_windows(log)]
+    return [window for window, _, _ in error_windows(log)]

@@ -9,14 +9,19 @@ whether a name is taken.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from lessons.model import (
+    CreatedLesson,
     ErrorQuery,
     Lesson,
+    LessonChanges,
     LessonInput,
     LessonMatch,
     Recommendation,
@@ -34,6 +39,7 @@ from lessons.ranking import (
     FIND_CONFIDENCE,
     FIND_MIN_CONFIDENCE,
     FIND_THRESHOLD,
+    MAX_ALIASES,
     RECENCY_DECAY,
     RECOMMEND_CONFIDENCE,
     RECOMMEND_MIN_CONFIDENCE,
@@ -41,6 +47,7 @@ from lessons.ranking import (
     LessonIndex,
     Query,
     best_first,
+    clues,
     combined_score,
     confidence,
     error_windows,
@@ -50,7 +57,7 @@ from lessons.ranking import (
     success_statistic,
     type_key,
 )
-from lessons.signature import evidence_words
+from lessons.signature import evidence_words, shape
 from memory_graph.errors import ConflictError, InvalidInputError, MemoryGraphError, NotFoundError
 from memory_graph.graph import LESSONS, ImportSummary
 from memory_graph.search import closest_name
@@ -62,6 +69,69 @@ SAVE_NOW_SIGNATURES = 200
 SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
 LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
+# A scored recommendation: (score, relevance, success statistic, name, matched line, clues).
+Ranked = tuple[float, float, float, str, str, tuple[float, float, float, float]]
+
+
+ALIAS_WINDOW_SECONDS = 3_600.0  # an outcome reported later than this after the lookup teaches no wording
+JOURNAL_SIZE = 256
+MAX_ALIAS_CHARS = 500
+
+
+class LookupJournal:
+    """Which lessons this process's recent lookups showed, and for which wording of the error: an outcome reported
+    for one of them (update_lesson_success) teaches the lesson that wording."""
+
+    def __init__(self) -> None:
+        self._shown: deque[tuple[float, str, tuple[str, ...]]] = deque(maxlen=JOURNAL_SIZE)
+        self._lock = threading.Lock()
+
+    def shown(self, wording: str, names: Sequence[str]) -> None:
+        if names and wording.strip():
+            with self._lock:
+                self._shown.append((time.monotonic(), wording[:MAX_ALIAS_CHARS], tuple(names)))
+
+    def wording_for(self, name: str) -> str | None:
+        """The wording of the newest recent lookup that showed the lesson."""
+        now = time.monotonic()
+        with self._lock:
+            for moment, wording, names in reversed(self._shown):
+                if now - moment > ALIAS_WINDOW_SECONDS:
+                    return None
+                if name in names:
+                    return wording
+        return None
+
+
+def with_alias(record: dict[str, Any], wording: str) -> dict[str, Any]:
+    """The record with one more wording of its error (unless its message or an alias already has that shape),
+    keeping the newest MAX_ALIASES."""
+    pattern = record.get("errorPattern") or {}
+    known = [str(pattern.get("message") or ""), *(record.get("aliases") or [])]
+    wording_shape = shape(wording)
+    if any(shape(text) == wording_shape for text in known):
+        return record
+    return {**record, "aliases": [*(record.get("aliases") or []), wording][-MAX_ALIASES:]}
+
+
+def merge_twin(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A lesson with a twin's observations, verification steps and counts added, and the twin's name kept."""
+    meta = complete_metadata(current)
+    added = new["metadata"]
+    for key in ("frequency", "successCount", "recentSuccesses", "recentAttempts"):
+        meta[key] += added[key]
+    meta["successRate"] = meta["successCount"] / meta["frequency"] if meta["frequency"] else 0.0
+    meta["updatedAt"] = utc_now()
+    steps = list(current.get("verificationSteps") or [])
+    commands = {step.get("command") for step in steps if isinstance(step, dict)}
+    steps.extend(step for step in new["verificationSteps"] if step["command"] not in commands)
+    return {
+        **current,
+        "observations": list(dict.fromkeys([*(current.get("observations") or []), *new["observations"]])),
+        "verificationSteps": steps,
+        "metadata": meta,
+        "mergedNames": list(dict.fromkeys([*(current.get("mergedNames") or []), new["name"]])),
+    }
 
 
 class EntityTypes(Protocol):
@@ -97,6 +167,7 @@ class LessonService:
         self.project = project  # recorded on the lessons written here; preferred at equal relevance
         self.records: dict[str, dict[str, Any]] = {}
         self.index = LessonIndex()
+        self.lookups = LookupJournal()
         store.add_listener(self)
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
@@ -159,7 +230,7 @@ class LessonService:
         return NotFoundError(f'No lesson named "{name}".{hint}')
 
     # -- writes ------------------------------------------------------------------------------------------
-    def create_lesson(self, lesson: LessonInput) -> Lesson:
+    def create_lesson(self, lesson: LessonInput) -> CreatedLesson:
         observations = list(dict.fromkeys(lesson.observations))
         pattern = lesson.errorPattern.model_dump(exclude_none=True)
         steps = [step.model_dump() for step in lesson.verificationSteps]
@@ -175,7 +246,7 @@ class LessonService:
 
     def _create(
         self, lesson: LessonInput, observations: list[str], pattern: dict[str, Any], steps: list[dict[str, Any]]
-    ) -> Lesson:
+    ) -> CreatedLesson:
         with self.store.transaction() as tx:
             existing = self.names.entity_type(lesson.name)
             if existing is not None:
@@ -215,14 +286,70 @@ class LessonService:
                     **({"project": self.project} if self.project else {}),
                 },
             }
-            created = lesson_of(record)
+            twins = self.index.twins(record)
+            # A twin from another project stays apart: each project prefers its own lesson at equal relevance.
+            twin = next((n for n in twins if not self._elsewhere(n)), None)
+            if twin is not None:
+                # The same error signature is already a lesson: a second one would split its record of successes
+                # and be found in its place half the time.
+                merged = merge_twin(self.records[twin], record)
+                answer = CreatedLesson(
+                    **lesson_of(merged).model_dump(),
+                    merged=True,
+                    note=f'"{twin}" already covers this error (same signature); the new observations, steps and '
+                    f'counts were merged into it, and "{lesson.name}" now finds it. Use update_lesson to edit it.',
+                )
+                tx.upsert(LESSONS, merged)
+                return answer
+            created = CreatedLesson(**lesson_of(record).model_dump())
             tx.upsert(LESSONS, record)
         return created
 
+    def update_lesson(self, changes: LessonChanges) -> Lesson:
+        """Replace some of a lesson's fields, keeping its name, counts and creation time (every version stays in
+        the history: get_history / restore_entity)."""
+        if changes.changes_nothing():
+            raise InvalidInputError(
+                "nothing to change: send at least one of errorPattern, observations, addObservations, "
+                "verificationSteps, severity"
+            )
+        with self.store.transaction() as tx:
+            name = self._resolve(changes.name)
+            record = self.records.get(name) if name is not None else None
+            if record is not None:
+                updated = dict(record)
+                if changes.errorPattern is not None:
+                    updated["errorPattern"] = changes.errorPattern.model_dump(exclude_none=True)
+                if changes.observations is not None:
+                    updated["observations"] = list(dict.fromkeys(changes.observations))
+                if changes.addObservations:
+                    updated["observations"] = list(
+                        dict.fromkeys([*(updated.get("observations") or []), *changes.addObservations])
+                    )
+                if changes.verificationSteps is not None:
+                    updated["verificationSteps"] = [step.model_dump() for step in changes.verificationSteps]
+                meta = complete_metadata(record)
+                if changes.severity is not None:
+                    meta["severity"] = changes.severity
+                meta["updatedAt"] = utc_now()
+                updated["metadata"] = meta
+                answer = lesson_of(updated)
+                tx.upsert(LESSONS, updated)
+                return answer
+            other = self.names.entity_type(changes.name)
+        raise self._unknown_lesson(changes.name, other)
+
+    def _resolve(self, name: str) -> str | None:
+        """The stored lesson a name stands for: itself, or the lesson a twin of that name was merged into."""
+        if name in self.records:
+            return name
+        return next((n for n, r in self.records.items() if name in (r.get("mergedNames") or ())), None)
+
     def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:
         with self.store.transaction() as tx:
-            record = self.records.get(report.lessonName)
-            if record is not None:
+            name = self._resolve(report.lessonName)
+            record = self.records.get(name) if name is not None else None
+            if record is not None and name is not None:
                 meta = complete_metadata(record)
                 meta["frequency"] += 1
                 meta["successCount"] += int(report.success)
@@ -231,6 +358,11 @@ class LessonService:
                 meta["recentAttempts"] = meta["recentAttempts"] * RECENCY_DECAY + 1
                 meta["updatedAt"] = utc_now()
                 updated = {**record, "metadata": meta}
+                if report.success:
+                    # The wording that found this lesson and that it fixed: the next error worded like it finds it.
+                    learned = self.lookups.wording_for(name)
+                    if learned is not None:
+                        updated = with_alias(updated, learned)
                 # The answer is made before the commit: nothing may fail once the attempt is counted.
                 answer = UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
                 tx.upsert(LESSONS, updated)
@@ -249,7 +381,7 @@ class LessonService:
             index = self.index
             query = index.prepare(message, count_unknown=True)
             context = index.prepare(extra_query) if extra_query is not None else None
-            scored: list[tuple[float, float, str]] = []
+            scored: list[tuple[float, float, str, tuple[float, float, float, float]]] = []
             size = len(index.lessons)
             kind = type_key(pattern.type)
             for name in index.candidates([query], fuzzy=True):
@@ -258,13 +390,14 @@ class LessonService:
                 if context is not None and context.known_mass:
                     explained = sum(w for word, w in (context.known or {}).items() if word in lesson.all_evidence)
                     score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained / context.known_mass
-                scored.append((score, statistic_of(self.records[name]), name))
+                scored.append((score, statistic_of(self.records[name]), name, clues(index, query, lesson)))
             # Abstention by fitted confidence (see ranking.FIND_CONFIDENCE) above the score floor the model was
             # fitted over (below it the model would extrapolate).
             sure = [
                 (score, statistic, name, chance)
-                for (score, statistic, name), margin in zip(scored, margins([s[0] for s in scored]), strict=True)
-                if (chance := confidence(FIND_CONFIDENCE, score, margin, size)) >= FIND_MIN_CONFIDENCE
+                for (score, statistic, name, signs), margin in zip(scored, margins([s[0] for s in scored]), strict=True)
+                if (chance := confidence(FIND_CONFIDENCE, (score, margin, *signs, math.log(size))))
+                >= FIND_MIN_CONFIDENCE
                 and score >= FIND_THRESHOLD
             ]
             top = best_first(
@@ -280,6 +413,7 @@ class LessonService:
                 )
                 for score, statistic, name, chance in top
             ]
+        self.lookups.shown(pattern.message, [match.name for match in matches])
         return SimilarErrors(matches=matches, signature=query.shape)
 
     def get_lesson_recommendations(self, context: str, limit: int = 5) -> Recommendations:
@@ -291,14 +425,14 @@ class LessonService:
         if not context.strip():
             raise InvalidInputError("context is empty; pass the error output or a description of the problem")
         windows = error_windows(context)
-        lines = [window for window, _ in windows]
+        lines = [window for window, _, _ in windows]
         log_words = evidence_words(context)
-        line_queries = [query_of(window, window_shape) for window, window_shape in windows]
+        line_queries = [query_of(window, window_shape, weight) for window, window_shape, weight in windows]
         with self.store.reading():
             index = self.index
             queries = [index.prepare(query) for query in line_queries]
             log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
-            ranked: list[tuple[float, float, float, str, str]] = []
+            ranked: list[Ranked] = []
             for name in index.candidates(queries or [log_query], fuzzy=False):
                 lesson = index.lessons[name]
                 best, winner = index.best_match(queries, lesson)
@@ -306,7 +440,16 @@ class LessonService:
                 relevance = (1 - LOG_COVERAGE_WEIGHT) * best + LOG_COVERAGE_WEIGHT * coverage
                 statistic = statistic_of(self.records[name])
                 line = winner.text if winner is not None else ""
-                ranked.append((combined_score(relevance, statistic), relevance, statistic, name, line))
+                ranked.append(
+                    (
+                        combined_score(relevance, statistic),
+                        relevance,
+                        statistic,
+                        name,
+                        line,
+                        clues(index, winner, lesson),
+                    )
+                )
             top = best_first(
                 self._sure(ranked),
                 lambda r: (-round(r[0], 4), self._elsewhere(r[3]), -r[1], r[3]),
@@ -325,19 +468,21 @@ class LessonService:
                 )
                 for score, relevance, statistic, name, line, chance in top
             ]
+        for result in results:
+            self.lookups.shown(result.matchedLine, [result.name])
         return Recommendations(recommendations=results, errorLines=[line[:300] for line in lines[:20]])
 
-    def _sure(
-        self, ranked: list[tuple[float, float, float, str, str]]
-    ) -> list[tuple[float, float, float, str, str, float]]:
+    def _sure(self, ranked: list[Ranked]) -> list[tuple[float, float, float, str, str, float]]:
         """Recommendations confident enough to return, each with its confidence (from its relevance, its margin
-        over the best other relevance, and the store size; see ranking.RECOMMEND_CONFIDENCE)."""
-        size = len(self.index.lessons)
+        over the best other relevance, its clues and the store size; see ranking.RECOMMEND_CONFIDENCE)."""
+        size = math.log(max(len(self.index.lessons), 1))
         sure = []
-        for row, margin in zip(ranked, margins([r[1] for r in ranked]), strict=True):
-            chance = confidence(RECOMMEND_CONFIDENCE, row[1], margin, size)
-            if chance >= RECOMMEND_MIN_CONFIDENCE and row[1] >= RECOMMEND_THRESHOLD:
-                sure.append((*row, chance))
+        for (score, relevance, statistic, name, line, signs), margin in zip(
+            ranked, margins([r[1] for r in ranked]), strict=True
+        ):
+            chance = confidence(RECOMMEND_CONFIDENCE, (relevance, margin, *signs, size))
+            if chance >= RECOMMEND_MIN_CONFIDENCE and relevance >= RECOMMEND_THRESHOLD:
+                sure.append((score, relevance, statistic, name, line, chance))
         return sure
 
     # -- bulk: import and export ---------------------------------------------------------------------------

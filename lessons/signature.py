@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memory_graph.search import stem
+
 # Every pattern runs in time linear in the text: a match attempt scans a run of characters only from the run's
 # start, never again from each position inside it. (`\b[a-z][a-z0-9+.-]*://`, tried at every word boundary of a
 # 64 KB run of `a.a.a.` that never reaches a `://`, rescans the rest of the run each time: hours for 1 MB.)
@@ -94,6 +96,7 @@ EXTENSIONS = [
     "sql",
     "csv",
 ]
+EXTENSION_TERMS = frozenset(EXTENSIONS)
 # Right after a file name matched by the second branch, a `-` continues the same run of name characters (foo.py-x.js
 # holds two file names); a start there is allowed too. Look-behinds must have a fixed width: one per length.
 _AFTER_FILE_NAME = "|".join(
@@ -116,6 +119,9 @@ QUOTED = re.compile(r"'([^'\n]{1,80}+)'|\"([^\"\n]{1,80}+)\"|`([^`\n]{1,80}+)`|â
 NUMBER = re.compile(r"(?<![A-Za-z])[-+]?\d+(?:\.\d+)*")
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[A-Za-z]+\d+[A-Za-z0-9]*")
 SPACE = re.compile(r"\s+")
+# The parts of a compound name: NullPointer, HTTPServer, utf8Decode (a run of capitals before a capitalised word
+# is an acronym of its own).
+HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # Text that every match of a pattern contains one of: a text with none of them is not searched (a fast `in`
 # instead of a failed try at every position).
 _NEEDED: dict[re.Pattern[str], tuple[str, ...]] = {
@@ -256,12 +262,31 @@ def evidence_words(text: str) -> frozenset[str]:
     text = _replace(PATH, text, _file_name)
     words: set[str] = set()
     for word in [*WORD.findall(text), *_quoted_words(text)]:
-        lowered = word.lower()
-        parts = [lowered, *lowered.split(".")] if "." in lowered and not lowered.startswith("sym:") else [lowered]
-        for part in parts:
-            if part.startswith("sym:") or (len(part) > 1 and part not in NOISE_WORDS and not HEX.fullmatch(part)):
-                words.add(part)
+        words.update(word_terms(word))
     return frozenset(words)
+
+
+def word_terms(word: str) -> list[str]:
+    """The evidence terms of one word: itself lower-cased and stemmed (so "indented" meets "indentation"), the
+    parts of a dotted, snake_case or compound name (`ArrayIndexOutOfBoundsException` also says array, index and
+    bounds), and an error class's initials (AIOOBE, NPE: how people write them), minus noise words."""
+    if word.startswith("sym:"):
+        return [word]
+    terms: list[str] = []
+    for part in [word, *word.split(".")] if "." in word else [word]:
+        pieces = [piece for piece in part.split("_") if piece] if "_" in part else [part]
+        humps = [hump for piece in pieces for hump in HUMP.findall(piece)]
+        # Split only into real words: "CMake" or "FindQt6" would give a letter or a digit alone.
+        if len(humps) >= 2 and all(len(hump) >= 2 for hump in humps):
+            terms.extend(hump.lower() for hump in humps)
+            if len(humps) >= 3 and IDENTITY.fullmatch(part):
+                terms.append("".join(hump[0] for hump in humps).lower())
+        terms.append(part.lower())
+    return [
+        stem(term) if term.isalpha() else term
+        for term in terms
+        if len(term) > 1 and term not in NOISE_WORDS and not HEX.fullmatch(term)
+    ]
 
 
 def shape(text: str) -> str:
@@ -309,5 +334,18 @@ def identity_words(text: str) -> frozenset[str]:
 
 
 def quoted_words(text: str) -> frozenset[str]:
-    """The lower-cased words inside quotes: names the message mentions (a key, a file, a builtin)."""
-    return frozenset(w.lower() for w in _quoted_words(strip_ansi(text)) if not w.startswith("sym:"))
+    """The terms (word_terms) of the words inside quotes: names the message mentions (a key, a file, a builtin)."""
+    return frozenset(t for w in _quoted_words(strip_ansi(text)) if not w.startswith("sym:") for t in word_terms(w))
+
+
+def slot_words(text: str) -> frozenset[str]:
+    """The terms of the names a text mentions, which another occurrence of the same error words differently: its
+    quoted words and the names of the files it mentions (`deploy.sh`, `q.sql`: the user's choice)."""
+    text = strip_ansi(text)
+    names: set[str] = set()
+    if any(needle in text for needle in _NEEDED[PATH]):
+        for match in PATH.finditer(text):
+            found = match.group(0)[len(match.group("pre") or "") :]
+            # The name is the user's; its extension (sh, sql) says what kind of file it is, and stays evidence.
+            names.update(t for w in WORD.findall(_file_name(found)) for t in word_terms(w) if t not in EXTENSION_TERMS)
+    return quoted_words(text) | names

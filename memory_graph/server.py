@@ -28,17 +28,22 @@ from mcp.types import (
     ToolAnnotations,
     UnsubscribeRequestParams,
 )
-from pydantic import BaseModel, Field, StrictBool, ValidationError
+from pydantic import BaseModel, Field, StrictBool, StrictStr, ValidationError
 
 from lessons.model import (
+    CreatedLesson,
+    ErrorPattern,
     ErrorQuery,
     Lesson,
+    LessonChanges,
     LessonInput,
     NonBlank,
     Recommendations,
+    Severity,
     SimilarErrors,
     SuccessReport,
     UpdatedLesson,
+    VerificationStep,
 )
 from lessons.service import MAX_CONTEXT_CHARS, LessonService
 from memory_graph import __version__, argument_errors, prompts
@@ -395,11 +400,36 @@ Limit = Annotated[int, Field(ge=1, le=50, description="Most results to return")]
 def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
     @server.tool(title="Create Lesson", annotations=CREATE)
     @tool_errors
-    def create_lesson(lesson: LessonInput) -> Annotated[CallToolResult, Lesson]:
+    def create_lesson(lesson: LessonInput) -> Annotated[CallToolResult, CreatedLesson]:
         """Remember an error and how it was fixed: errorPattern {type, message, context, stackTrace?},
         observations (cause and fix), verificationSteps, metadata {severity, environment, ...}.
-        The name must be unused by any entity or lesson. Returns the stored lesson."""
+        The name must be unused by any entity or lesson. Returns the stored lesson; when a lesson with the same
+        error signature exists, the new one is merged into it instead (merged: true, and a note naming it)."""
         return structured(lessons.create_lesson(lesson))
+
+    @server.tool(title="Update Lesson", annotations=EDIT)
+    @tool_errors
+    def update_lesson(
+        name: Annotated[NonBlank, Field(description="The lesson's exact name")],
+        errorPattern: Annotated[ErrorPattern | None, Field(description="Replaces the whole error pattern")] = None,
+        observations: Annotated[list[StrictStr] | None, Field(description="Replaces the observations")] = None,
+        addObservations: Annotated[list[StrictStr] | None, Field(description="Appended to the observations")] = None,
+        verificationSteps: Annotated[
+            list[VerificationStep] | None, Field(description="Replaces the verification steps")
+        ] = None,
+        severity: Annotated[Severity | None, Field(description="low, medium, high or critical")] = None,
+    ) -> Annotated[CallToolResult, Lesson]:
+        """Edit a lesson: the fields sent replace the stored ones (addObservations appends); its name, success
+        counts and creation time are kept, and every earlier version stays in get_history."""
+        changes = LessonChanges(
+            name=name,
+            errorPattern=errorPattern,
+            observations=observations,
+            addObservations=addObservations or [],
+            verificationSteps=verificationSteps,
+            severity=severity,
+        )
+        return structured(lessons.update_lesson(changes))
 
     @server.tool(title="Find Similar Errors", annotations=READ)
     @tool_errors

@@ -80,6 +80,10 @@ def plausible(tool: str, rng: random.Random) -> dict[str, Any]:
         },
         "find_similar_errors": lambda: {"errorPattern": {"type": text(rng), "message": name(), "context": text(rng)}},
         "update_lesson_success": lambda: {"lessonName": text(rng), "success": rng.choice([True, False])},
+        "update_lesson": lambda: {
+            "name": name(),
+            **rng.choice([{}, {"addObservations": [text(rng)]}, {"severity": rng.choice(["low", "high", "x"])}]),
+        },
         "get_lesson_recommendations": lambda: {"context": text(rng)},
         "list_projects": lambda: {},
         "list_entities": lambda: {"entityType": text(rng) or None, "limit": rng.randint(1, 5)},

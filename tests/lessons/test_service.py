@@ -193,7 +193,9 @@ async def test_update_lesson_success_needs_a_real_boolean(client: Client) -> Non
 
 async def test_recommendations_read_a_raw_log_and_prefer_proven_lessons(client: Client) -> None:
     await call(client, "create_lesson", lesson=PORT)
-    await call(client, "create_lesson", lesson={**PORT, "name": "PORT_PROVEN"})
+    # Another type: not a twin of NODE_EADDRINUSE (a twin would be merged into it).
+    proven = {**PORT, "name": "PORT_PROVEN", "errorPattern": {**PORT["errorPattern"], "type": "runtime"}}
+    await call(client, "create_lesson", lesson=proven)
     for _ in range(20):
         await call(client, "update_lesson_success", lessonName="PORT_PROVEN", success=True)
     await call(client, "update_lesson_success", lessonName="NODE_EADDRINUSE", success=True)
@@ -237,7 +239,8 @@ async def test_a_missing_lesson_file_never_empties_the_graph(tmp_path: Path) -> 
 async def test_restart_keeps_the_last_write_and_sharding_neither_duplicates_nor_resurrects(tmp_path: Path) -> None:
     async with Client(build_app(settings_for(tmp_path)).server) as client:
         for i in range(5):
-            await call(client, "create_lesson", lesson={**PORT, "name": f"L{i}"})
+            kind = {**PORT["errorPattern"], "type": ["network", "runtime", "server", "dev", "node"][i]}
+            await call(client, "create_lesson", lesson={**PORT, "name": f"L{i}", "errorPattern": kind})
         await call(client, "delete_entities", entityNames=["L1", "L3"])
         await call(client, "update_lesson_success", lessonName="L4", success=True)
     lines = [line for p in tmp_path.glob("lesson*.json") for line in p.read_text(encoding="utf-8").splitlines()]
@@ -274,3 +277,93 @@ async def test_a_malformed_stored_lesson_is_reported_by_line_and_field_never_mas
     problems = app.store.check().problems
     assert len(problems) == 1 and problems[0].startswith(f"{shard}:1: lesson 'PIP_NO_MATCHING_DIST': field ")
     assert "verificationSteps" in problems[0]
+
+
+# -- learning from use and upkeep (issue 8) --------------------------------------------------------------------
+async def test_a_twin_is_merged_into_the_lesson_it_duplicates_and_its_name_still_finds_it(client: Client) -> None:
+    first = await call(client, "create_lesson", lesson=PORT)
+    assert first["merged"] is False and first["name"] == "NODE_EADDRINUSE"
+    twin = {
+        **PORT,
+        "name": "PORT_BUSY",
+        # Same signature: only the port differs.
+        "errorPattern": {**PORT["errorPattern"], "message": "Error: listen EADDRINUSE: address already in use :::8080"},
+        "observations": ["Fix: kill the old dev server (kill $(lsof -t -i :8080))."],
+        "verificationSteps": [{"command": "ss -ltnp | grep 8080", "expectedOutput": "", "successIndicators": []}],
+        "metadata": {"frequency": 3, "successCount": 2},
+    }
+    merged = await call(client, "create_lesson", lesson=twin)
+    assert merged["merged"] is True and merged["name"] == "NODE_EADDRINUSE" and '"NODE_EADDRINUSE"' in merged["note"]
+    assert merged["observations"] == [*PORT["observations"], *twin["observations"]]
+    assert [s["command"] for s in merged["verificationSteps"]] == ["ss -ltnp | grep 8080"]
+    assert (merged["metadata"]["frequency"], merged["metadata"]["successCount"]) == (3, 2)
+    assert merged["mergedNames"] == ["PORT_BUSY"]
+    lessons = [e for e in (await call(client, "read_graph"))["entities"] if e["entityType"] == "lesson"]
+    assert [e["name"] for e in lessons] == ["NODE_EADDRINUSE"]
+    # The twin's name reaches the lesson it was merged into.
+    updated = await call(client, "update_lesson_success", lessonName="PORT_BUSY", success=True)
+    assert updated["lesson"]["name"] == "NODE_EADDRINUSE" and updated["lesson"]["metadata"]["frequency"] == 4
+    # Another error (not the same signature) is its own lesson.
+    other = {
+        **PORT,
+        "name": "PORT_DENIED",
+        "errorPattern": {**PORT["errorPattern"], "message": "Error: listen EACCES: permission denied 0.0.0.0:80"},
+    }
+    assert (await call(client, "create_lesson", lesson=other))["merged"] is False
+
+
+async def test_update_lesson_replaces_the_fields_sent_and_keeps_counts_and_history(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PIP)
+    await call(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIST", success=True)
+    pattern = {"type": "dependency", "message": "ERROR: No matching distribution found for <package>"}
+    edited = await call(
+        client,
+        "update_lesson",
+        name="PIP_NO_MATCHING_DIST",
+        errorPattern=pattern,
+        addObservations=["pip index versions <pkg> lists what exists."],
+        severity="high",
+    )
+    assert edited["errorPattern"]["message"] == pattern["message"] and edited["metadata"]["severity"] == "high"
+    assert edited["observations"] == [*PIP["observations"], "pip index versions <pkg> lists what exists."]
+    assert edited["verificationSteps"] == PIP["verificationSteps"]  # not sent: kept
+    assert (edited["metadata"]["frequency"], edited["metadata"]["successCount"]) == (1, 1)
+    history = await call(client, "get_history", name="PIP_NO_MATCHING_DIST")
+    messages = [(e.get("after") or {}).get("errorPattern", {}).get("message") for e in history["events"]]
+    assert PIP["errorPattern"]["message"] in messages and pattern["message"] in messages
+    found = await call(
+        client, "find_similar_errors", errorPattern={"message": "No matching distribution found for flask"}
+    )
+    assert found["matches"][0]["name"] == "PIP_NO_MATCHING_DIST"
+    assert "nothing to change" in await error_of(client, "update_lesson", name="PIP_NO_MATCHING_DIST")
+    assert 'Did you mean "PIP_NO_MATCHING_DIST"' in await error_of(
+        client, "update_lesson", name="PIP_NO_MATCHING", severity="low"
+    )
+
+
+async def test_a_wording_that_a_lesson_fixed_becomes_an_alias_and_finds_it_next_time(client: Client) -> None:
+    summary = {
+        "name": "JAVA_NPE",
+        "errorPattern": {"type": "java", "message": "NPE when Map.get() returned null for a user without an email"},
+        "observations": [
+            "java.lang.NullPointerException: a method was called on a null reference (the String from Map.get).",
+            "Fix: check the value before using it.",
+        ],
+    }
+    await call(client, "create_lesson", lesson=summary)
+    error = {
+        "type": "runtime",
+        "message": 'Exception in thread "main" java.lang.NullPointerException: Cannot invoke "String.length()" '
+        'because "<local1>" is null',
+    }
+    before = await call(client, "find_similar_errors", errorPattern=error)
+    assert [m["name"] for m in before["matches"]] == ["JAVA_NPE"]
+    await call(client, "update_lesson_success", lessonName="JAVA_NPE", success=True)
+    lesson = (await call(client, "find_similar_errors", errorPattern=error))["matches"][0]
+    assert lesson["lesson"]["aliases"] == [error["message"]]
+    assert lesson["score"] > before["matches"][0]["score"]
+    # A failed attempt teaches nothing, and the same wording is learned once.
+    await call(client, "update_lesson_success", lessonName="JAVA_NPE", success=False)
+    await call(client, "update_lesson_success", lessonName="JAVA_NPE", success=True)
+    final = (await call(client, "find_similar_errors", errorPattern=error))["matches"][0]["lesson"]
+    assert final["aliases"] == [error["message"]]
