@@ -603,7 +603,14 @@ def error_windows(log: str) -> list[tuple[str, str, float]]:
     plain = [i for i, line in enumerate(lines) if not WRAPPER.search(line)]
     # The last errors in a log are usually the ones that matter: error lines are looked for from the end, and only
     # as far back as needed.
-    found = (i for i in reversed(plain) if ERROR_HINT.search(lines[i]))
+    hinted: dict[int, bool] = {}  # each line is searched for an error hint once
+
+    def names_error(i: int) -> bool:
+        if i not in hinted:
+            hinted[i] = ERROR_HINT.search(lines[i]) is not None
+        return hinted[i]
+
+    found = (i for i in reversed(plain) if names_error(i))
     first = next(found, None)
     # When no line names an error, the last lines are the likeliest. The line just before an error line is tried
     # too, at a discount: a tool often states the error in its own words and then a summary that names it
@@ -616,7 +623,7 @@ def error_windows(log: str) -> list[tuple[str, str, float]]:
             (j, 1.0 if j == i else PRECEDING_WEIGHT)
             for i in chain([first], found)
             for j in (i, i - 1)
-            if j == i or (j in unwrapped and not ERROR_HINT.search(lines[j]))
+            if j == i or (j in unwrapped and not names_error(j))
         )
     )
     picked: list[tuple[str, str, float]] = []

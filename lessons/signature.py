@@ -17,6 +17,7 @@ import errno
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memory_graph.search import stem
 
@@ -266,12 +267,13 @@ def evidence_words(text: str) -> frozenset[str]:
     return frozenset(words)
 
 
-def word_terms(word: str) -> list[str]:
+@lru_cache(maxsize=131_072)
+def word_terms(word: str) -> tuple[str, ...]:
     """The evidence terms of one word: itself lower-cased and stemmed (so "indented" meets "indentation"), the
     parts of a dotted, snake_case or compound name (`ArrayIndexOutOfBoundsException` also says array, index and
     bounds), and an error class's initials (AIOOBE, NPE: how people write them), minus noise words."""
     if word.startswith("sym:"):
-        return [word]
+        return (word,)
     terms: list[str] = []
     for part in [word, *word.split(".")] if "." in word else [word]:
         pieces = [piece for piece in part.split("_") if piece] if "_" in part else [part]
@@ -282,11 +284,11 @@ def word_terms(word: str) -> list[str]:
             if len(humps) >= 3 and IDENTITY.fullmatch(part):
                 terms.append("".join(hump[0] for hump in humps).lower())
         terms.append(part.lower())
-    return [
+    return tuple(
         stem(term) if term.isalpha() else term
         for term in terms
         if len(term) > 1 and term not in NOISE_WORDS and not HEX.fullmatch(term)
-    ]
+    )
 
 
 def shape(text: str) -> str:
