@@ -5,8 +5,9 @@ similarity, ranked below the exact and lexical tiers of search_nodes (search.py'
   into the cache folder); nothing is downloaded at run time (`local_files_only`). The package prints a line when
   imported, which would corrupt the stdio protocol, so it is located (`find_spec`) and never imported.
 - **Lazy.** Nothing of torch or sentence-transformers is imported at start: a background thread loads the model
-  after the server is up (about 3.5 s on 2 cores), so the first answers are not delayed; a search that arrives
-  before the model is ready waits for it (once per process), the other tools never do.
+  after the server is up (about 3.5 s on 2 cores), so the first answers are not delayed; in a memory of up to
+  WAIT_FOR_MODEL_UP_TO entities a search that arrives before the model is ready waits for it (once per process),
+  in a larger one it answers from the lexical tiers; the other tools never wait.
 - **Computed when an entity changes**, not at query time: the store's change notifications mark entities whose
   text (name, type, observations) changed, and the worker embeds them in batches; a search embeds only the query
   (and any entity still pending). The vectors are kept in a side file (storage/vectors.py) that survives
@@ -37,6 +38,11 @@ MAX_TEXT_CHARS = 2_000  # the model reads 256 word pieces; more text only costs 
 BATCH = 64
 SAVE_EVERY_SECONDS = 2.0
 MODEL_WAIT_SECONDS = 60.0
+# Only in a memory this small does a search wait for the model (about 3.5 s, once per process) and embed up to
+# MAX_PENDING_PER_SEARCH changed entities itself; a larger one embeds at most a batch at a search and answers from
+# the lexical tiers until the worker has caught up (a 100k-entity memory with no side file yet waited 34 s for its
+# first search, 2,000 embeddings, and would have gone on paying that at each search for minutes).
+WAIT_FOR_MODEL_UP_TO = 20_000
 MAX_PENDING_PER_SEARCH = 2_000
 TOP = 10
 
@@ -225,9 +231,10 @@ class SemanticIndex:
         import numpy as np
 
         self.start()
-        if not self._ready.wait(MODEL_WAIT_SECONDS) or self._failed is not None:
+        small = len(self._texts) <= WAIT_FOR_MODEL_UP_TO
+        if not self._ready.wait(MODEL_WAIT_SECONDS if small else 0.0) or self._failed is not None:
             return []
-        self._embed_pending(limit=MAX_PENDING_PER_SEARCH)
+        self._embed_pending(limit=MAX_PENDING_PER_SEARCH if small else BATCH)
         with self._lock:
             if self._matrix is None:
                 names = list(self._vectors)

@@ -118,3 +118,28 @@ def test_the_recall_bar_with_the_semantic_extra_over_stdio(tmp_path: Path) -> No
     rows = {m.group(1): m.groups()[1:] for m in re.finditer(r"^(\w+)\s+\d+\s+([\d.]+)\s+([\d.]+)", run.stdout, re.M)}
     assert float(rows["exact"][0]) == 1.0, run.stdout  # hit@1
     assert float(rows["overall"][1]) >= 0.94, run.stdout  # hit@5
+
+
+def test_a_large_memory_never_waits_for_the_model_or_its_backlog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past WAIT_FOR_MODEL_UP_TO entities a search answers from the lexical tiers while the model loads, and embeds
+    at most one batch itself: a 100k-entity memory without a side file waited 34 s for its first search."""
+    import time
+
+    from memory_graph import semantic
+
+    monkeypatch.setattr(semantic, "WAIT_FOR_MODEL_UP_TO", 2)
+    services = build_services(settings(tmp_path))
+    services.graph.create_entities(PEOPLE)
+    index = services.graph.semantic
+    assert index is not None
+    started = time.monotonic()
+    assert names(services.graph.search_nodes("Avro")) == ["Avro"]  # lexical, at once
+    assert time.monotonic() - started < 2.0
+    assert index._ready.wait(120) and index._failed is None
+    deadline = time.monotonic() + 60
+    while index._pending and time.monotonic() < deadline:  # the worker catches up in the background
+        time.sleep(0.1)
+    assert not index._pending
+    assert names(services.graph.search_nodes("who is her husband"))[0] == "Denis"
