@@ -124,7 +124,7 @@ def test_a_large_memory_never_waits_for_the_model_or_its_backlog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past WAIT_FOR_MODEL_UP_TO entities a search answers from the lexical tiers while the model loads, and embeds
-    at most one batch itself: a 100k-entity memory without a side file waited 34 s for its first search."""
+    none of a large backlog itself: a 100k-entity memory without a side file waited 34 s for its first search."""
     import time
 
     from memory_graph import semantic
