@@ -49,8 +49,11 @@ LESSON_WORKFLOW = """Use the lessons in your memory whenever you meet an error:
      that work rise and lessons that do not sink.
 
 4. When a lesson turns out wrong or incomplete:
-   - Correct its observations with update_observations (update, don't delete and recreate: the old text stays
-     in the history, and get_history shows it).
+   - Correct it with update_lesson (its errorPattern, observations, verificationSteps or severity; the fields
+     you send replace the stored ones, addObservations appends) or its observations with update_observations.
+     Update, don't delete and recreate: the old version stays in the history, and get_history shows it.
+   - create_lesson for an error a lesson already covers (the same signature) merges into that lesson and says
+     so; no twin is made.
 {focus}"""
 
 

@@ -193,7 +193,7 @@ async def test_prompts_point_at_the_edit_tools(client: Client) -> None:
     personal = (await client.get_prompt("personalization", {})).messages[0].content.text
     assert "update_observations" in personal and "merge_entities" in personal and "restore_entity" in personal
     workflow = (await client.get_prompt("lesson-workflow", {})).messages[0].content.text
-    assert "update, don't delete and recreate" in workflow
+    assert "Update, don't delete and recreate" in workflow and "update_lesson" in workflow
 
 
 async def test_find_duplicates_reports_look_alikes_with_a_reason(client: Client, tmp_path: Path) -> None:
