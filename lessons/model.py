@@ -312,6 +312,7 @@ class LessonChanges(BaseModel):
     addObservations: list[StrictStr] = Field(default_factory=list, description="Appended to the observations")
     verificationSteps: list[VerificationStep] | None = Field(default=None, description="Replaces the steps")
     severity: Severity | None = None
+    aliases: list[StrictStr] | None = Field(default=None, description="Replaces the learned wordings ([] clears them)")
 
     def changes_nothing(self) -> bool:
         return (
@@ -320,6 +321,7 @@ class LessonChanges(BaseModel):
             and not self.addObservations
             and self.verificationSteps is None
             and self.severity is None
+            and self.aliases is None
         )
 
 

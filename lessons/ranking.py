@@ -49,7 +49,8 @@ from typing import Any, TypeVar
 from rapidfuzz import fuzz, process
 
 from lessons import signature as signature_module
-from lessons.signature import evidence_words, identity_words, shape, slot_words, strip_ansi
+from lessons.signature import evidence_words, identity_words, shape, slot_words, strip_ansi, twin_key
+from memory_graph import search as search_module
 
 T = TypeVar("T")
 PRIOR_SUCCESSES = 2.0
@@ -66,10 +67,10 @@ W_DICE = 0.10
 # answers minus twice the wrong ones over the fitting data.
 # Weights of (score, margin, rarest words explained, names the class, message coverage, query coverage, ln size),
 # then the intercept:
-FIND_CONFIDENCE = (2.101, 3.28, 1.641, 0.372, 1.609, 1.838, -0.048, -3.879)
-RECOMMEND_CONFIDENCE = (3.538, 3.577, 1.932, -0.844, 3.105, 0.327, -0.319, -4.199)
+FIND_CONFIDENCE = (2.106, 3.335, 1.573, 0.369, 1.635, 1.892, -0.041, -3.886)
+RECOMMEND_CONFIDENCE = (3.602, 3.63, 1.891, -0.772, 3.156, 0.44, 0.106, -4.134)
 FIND_MIN_CONFIDENCE = 0.65
-RECOMMEND_MIN_CONFIDENCE = 0.35
+RECOMMEND_MIN_CONFIDENCE = 0.87
 # Score floors: the model is not trusted below the lowest score a right fitting answer had.
 FIND_THRESHOLD = 0.3
 RECOMMEND_THRESHOLD = 0.35
@@ -257,10 +258,10 @@ def fields_hash(record: dict[str, Any]) -> str:
 
 @functools.cache
 def signature_version() -> str:
-    """Which code made a cached signature: a digest of the two modules that compute it, so any change to them
+    """Which code made a cached signature: a digest of the modules that compute it, so any change to them
     makes every cached signature stale instead of silently wrong."""
     digest = hashlib.sha1()
-    for module in (__file__, signature_module.__file__):
+    for module in (__file__, signature_module.__file__, search_module.__file__):  # search.py has the stemmer
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()[:16]
 
@@ -353,6 +354,7 @@ class LessonIndex:
         self._holders: dict[str, set[str]] = {}
         self._sorted_shapes: dict[str, str] = {}
         self._by_shape: dict[str, set[str]] = {}  # message shape -> lessons: finds a new lesson's twin
+        self.twin_keys: dict[str, str] = {}  # name -> signature.twin_key of its message
         # Rarity changes whenever a lesson comes or goes; between changes it is computed once per word.
         self._idf: dict[str, float] = {}
         self._message_mass: dict[str, float] = {}
@@ -380,6 +382,7 @@ class LessonIndex:
         self.lessons[indexed.name] = indexed
         self._sorted_shapes[indexed.name] = indexed.sorted_shape[:FUZZY_CHARS]
         self._by_shape.setdefault(indexed.shape, set()).add(indexed.name)
+        self.twin_keys[indexed.name] = twin_key(str((record.get("errorPattern") or {}).get("message") or ""))
         self._idf.clear()
         self._message_mass.clear()
         for word in indexed.all_evidence:
@@ -415,6 +418,7 @@ class LessonIndex:
         if old is None:
             return
         del self._sorted_shapes[name]
+        self.twin_keys.pop(name, None)
         twins = self._by_shape.get(old.shape)
         if twins is not None:
             twins.discard(name)
@@ -431,18 +435,19 @@ class LessonIndex:
                 self._holders[word].discard(name)
 
     def twins(self, record: dict[str, Any]) -> list[str]:
-        """Stored lessons with the same error signature as a new lesson record: the same shape, the same message
-        evidence (so 'int' and 'NoneType' stay apart when the lessons talk about them, while a port number or a
-        user's file name does not) and a compatible type. A shape too short to say which error it is has none."""
-        prepared = self._prepared.get(record["name"])
-        new = prepared[1] if prepared and prepared[0] == _indexed_fields(record) else index_record(record)
-        if len(new.message_evidence) < 2:
+        """Stored lessons that a new lesson record would duplicate: the same error at another place or time
+        (signature.twin_key: only folders, positions, addresses, hex and times may differ) with a compatible type.
+        A message too short to say which error it is has none."""
+        pattern = record.get("errorPattern") or {}
+        message = str(pattern.get("message") or "")
+        if len(evidence_words(message)) < 2:
             return []
+        key, kind = twin_key(message), type_key(str(pattern.get("type") or ""))
         return [
             name
-            for name in sorted(self._by_shape.get(new.shape, ()))
-            if self.lessons[name].message_evidence == new.message_evidence
-            and (not new.type or not self.lessons[name].type or self.lessons[name].type == new.type)
+            for name in sorted(self._by_shape.get(shape(message), ()))
+            if self.twin_keys.get(name) == key
+            and (not kind or not self.lessons[name].type or self.lessons[name].type == kind)
         ]
 
     def idf(self, word: str) -> float:
@@ -575,11 +580,10 @@ def clues(index: LessonIndex, query: Query | None, lesson: IndexedLesson) -> tup
     ... does not exist", has a word the query lacks)."""
     if query is None or query.known is None:
         return 0.0, 0.0, 0.0, 0.0
-    rarest = heapq.nlargest(
-        RAREST_WORDS, (w for w in query.known if w not in query.quoted), key=query.known.__getitem__
-    )
-    rare_mass = sum(query.known[w] for w in rarest)
-    explains_rarest = sum(query.known[w] for w in rarest if w in lesson.all_evidence) / rare_mass if rare_mass else 0.0
+    known = query.known
+    rarest = heapq.nlargest(RAREST_WORDS, (w for w in known if w not in query.quoted), key=lambda w: (known[w], w))
+    rare_mass = sum(known[w] for w in rarest)
+    explains_rarest = sum(known[w] for w in rarest if w in lesson.all_evidence) / rare_mass if rare_mass else 0.0
     names_class = 1.0 if not query.identity or query.identity & lesson.all_identity else 0.0
     return explains_rarest, names_class, index.message_coverage(query, lesson), index.query_coverage(query, lesson)
 

@@ -91,6 +91,12 @@ class LookupJournal:
             with self._lock:
                 self._shown.append((time.monotonic(), wording[:MAX_ALIAS_CHARS], tuple(names)))
 
+    def forget(self, name: str) -> None:
+        with self._lock:
+            kept = [entry for entry in self._shown if name not in entry[2]]
+            self._shown.clear()
+            self._shown.extend(kept)
+
     def wording_for(self, name: str) -> str | None:
         """The wording of the newest recent lookup that showed the lesson."""
         now = time.monotonic()
@@ -114,12 +120,22 @@ def with_alias(record: dict[str, Any], wording: str) -> dict[str, Any]:
     return {**record, "aliases": [*(record.get("aliases") or []), wording][-MAX_ALIASES:]}
 
 
+SEVERITIES = ("low", "medium", "high", "critical")
+
+
 def merge_twin(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """A lesson with a twin's observations, verification steps and counts added, and the twin's name kept."""
+    """A lesson with a twin's observations, verification steps and counts added, the higher of the two severities,
+    the twin's environment keys it lacks, its context and stack trace where it has none, and the twin's name kept."""
     meta = complete_metadata(current)
     added = new["metadata"]
     for key in ("frequency", "successCount", "recentSuccesses", "recentAttempts"):
         meta[key] += added[key]
+    meta["severity"] = max(meta["severity"], added["severity"], key=SEVERITIES.index)
+    meta["environment"] = {**added["environment"], **meta["environment"]}
+    pattern = dict(current.get("errorPattern") or {})
+    for key in ("context", "stackTrace"):
+        if not pattern.get(key) and new["errorPattern"].get(key):
+            pattern[key] = new["errorPattern"][key]
     meta["successRate"] = meta["successCount"] / meta["frequency"] if meta["frequency"] else 0.0
     meta["updatedAt"] = utc_now()
     steps = list(current.get("verificationSteps") or [])
@@ -127,6 +143,7 @@ def merge_twin(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     steps.extend(step for step in new["verificationSteps"] if step["command"] not in commands)
     return {
         **current,
+        "errorPattern": pattern,
         "observations": list(dict.fromkeys([*(current.get("observations") or []), *new["observations"]])),
         "verificationSteps": steps,
         "metadata": meta,
@@ -181,6 +198,7 @@ class LessonService:
             if key[0] == "entity":
                 self.records.pop(key[1], None)
                 self.index.remove(key[1])
+                self.lookups.forget(key[1])  # a lesson made later under this name is another lesson
         for record in upserted:
             if record.get("type") == "entity":
                 self.records[record["name"]] = record
@@ -210,6 +228,11 @@ class LessonService:
             write_side_cache(self.signature_cache, signature_version(), entries)
         except (OSError, MemoryGraphError) as exc:
             log.warning("could not keep the lesson signatures in %s (%s)", self.signature_cache, exc)
+
+    def _project_of(self, name: str) -> str | None:
+        meta = self.records[name].get("metadata")
+        project = meta.get("project") if isinstance(meta, dict) else None
+        return project if isinstance(project, str) else None
 
     def _elsewhere(self, name: str) -> bool:
         """Whether a lesson came from another project (it ranks after this project's at equal relevance)."""
@@ -287,8 +310,16 @@ class LessonService:
                 },
             }
             twins = self.index.twins(record)
-            # A twin from another project stays apart: each project prefers its own lesson at equal relevance.
-            twin = next((n for n in twins if not self._elsewhere(n)), None)
+            # A twin from another project (or from none, for a project's server) stays apart: each project prefers
+            # its own lesson at equal relevance.
+            twin = next((n for n in twins if self._project_of(n) == self.project), None)
+            if twin is not None and lesson.name in (self.records[twin].get("mergedNames") or ()):
+                # The same call again (a client retrying): merged once, counted once.
+                return CreatedLesson(
+                    **lesson_of(self.records[twin]).model_dump(),
+                    merged=True,
+                    note=f'"{lesson.name}" was already merged into "{twin}"; nothing changed.',
+                )
             if twin is not None:
                 # The same error signature is already a lesson: a second one would split its record of successes
                 # and be found in its place half the time.
@@ -296,8 +327,9 @@ class LessonService:
                 answer = CreatedLesson(
                     **lesson_of(merged).model_dump(),
                     merged=True,
-                    note=f'"{twin}" already covers this error (same signature); the new observations, steps and '
-                    f'counts were merged into it, and "{lesson.name}" now finds it. Use update_lesson to edit it.',
+                    note=f'"{twin}" already covers this error (the same message but for places and times); the new '
+                    "observations, steps and counts were merged into it, and update_lesson_success and update_lesson "
+                    f'accept "{lesson.name}" for it. Use update_lesson to edit it.',
                 )
                 tx.upsert(LESSONS, merged)
                 return answer
@@ -311,12 +343,12 @@ class LessonService:
         if changes.changes_nothing():
             raise InvalidInputError(
                 "nothing to change: send at least one of errorPattern, observations, addObservations, "
-                "verificationSteps, severity"
+                "verificationSteps, severity, aliases"
             )
         with self.store.transaction() as tx:
             name = self._resolve(changes.name)
             record = self.records.get(name) if name is not None else None
-            if record is not None:
+            if record is not None and name is not None:
                 updated = dict(record)
                 if changes.errorPattern is not None:
                     updated["errorPattern"] = changes.errorPattern.model_dump(exclude_none=True)
@@ -328,6 +360,10 @@ class LessonService:
                     )
                 if changes.verificationSteps is not None:
                     updated["verificationSteps"] = [step.model_dump() for step in changes.verificationSteps]
+                if changes.aliases is not None:
+                    updated["aliases"] = list(dict.fromkeys(changes.aliases))[-MAX_ALIASES:]
+                if changes.errorPattern is not None:
+                    self.lookups.forget(name)  # a lookup of the old error teaches the new pattern nothing
                 meta = complete_metadata(record)
                 if changes.severity is not None:
                     meta["severity"] = changes.severity
@@ -340,9 +376,12 @@ class LessonService:
         raise self._unknown_lesson(changes.name, other)
 
     def _resolve(self, name: str) -> str | None:
-        """The stored lesson a name stands for: itself, or the lesson a twin of that name was merged into."""
+        """The stored lesson a name stands for: itself, or the lesson a twin of that name was merged into (unless
+        an entity now has that name)."""
         if name in self.records:
             return name
+        if self.names.entity_type(name) is not None:
+            return None
         return next((n for n, r in self.records.items() if name in (r.get("mergedNames") or ())), None)
 
     def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:

@@ -267,8 +267,20 @@ def evidence_words(text: str) -> frozenset[str]:
     return frozenset(words)
 
 
-@lru_cache(maxsize=131_072)
 def word_terms(word: str) -> tuple[str, ...]:
+    """word_terms, cached for words of ordinary length (a 1 MB blob in a log is not kept alive by the cache)."""
+    return _cached_word_terms(word) if len(word) <= MAX_CACHED_WORD else _word_terms(word)
+
+
+MAX_CACHED_WORD = 64
+
+
+@lru_cache(maxsize=131_072)
+def _cached_word_terms(word: str) -> tuple[str, ...]:
+    return _word_terms(word)
+
+
+def _word_terms(word: str) -> tuple[str, ...]:
     """The evidence terms of one word: itself lower-cased and stemmed (so "indented" meets "indentation"), the
     parts of a dotted, snake_case or compound name (`ArrayIndexOutOfBoundsException` also says array, index and
     bounds), and an error class's initials (AIOOBE, NPE: how people write them), minus noise words."""
@@ -291,18 +303,34 @@ def word_terms(word: str) -> tuple[str, ...]:
     )
 
 
-def shape(text: str) -> str:
-    """The text with its variable parts replaced by placeholders, lower-cased, white space folded."""
+def _without_places(text: str) -> str:
+    """The text without colours, and with where and when it happened replaced: UUIDs, timestamps, URLs, addresses
+    and ports, line:col positions."""
     text = strip_ansi(text)
     text = _replace(UUID, text, " <uuid> ")
     text = _replace(TIMESTAMP, text, " <time> ")
     text = _replace(URL, text, " <url> ")
     text = _replace(ADDRESS, text, " <addr> ")
-    text = _replace(POSITION, text, " <pos> ")
+    return _replace(POSITION, text, " <pos> ")
+
+
+def shape(text: str) -> str:
+    """The text with its variable parts replaced by placeholders, lower-cased, white space folded."""
+    text = _without_places(text)
     text = QUOTED.sub(_generalize_quote, text)
     text = _replace(PATH, text, " <path> ")
     text = HEX.sub(" <hex> ", text)
     text = NUMBER.sub(" <n> ", text)
+    return SPACE.sub(" ", text).strip().lower()
+
+
+def twin_key(text: str) -> str:
+    """What two lessons about the same error at another place or time share exactly: the text with only its
+    places and times generalised (folders, line:col positions, addresses and ports, hex addresses, UUIDs,
+    timestamps), the words, numbers, quoted names and file names kept. `exit code 137` and `exit code 1`, or
+    `'config.yaml'` and `'train.csv'`, are different lessons."""
+    text = _replace(PATH, _without_places(text), _file_name)
+    text = HEX.sub(" <hex> ", text)
     return SPACE.sub(" ", text).strip().lower()
 
 

@@ -38,9 +38,10 @@ MAX_TEXT_CHARS = 2_000  # the model reads 256 word pieces; more text only costs 
 BATCH = 64
 SAVE_EVERY_SECONDS = 2.0
 MODEL_WAIT_SECONDS = 60.0
-# Only in a memory this small does a search wait for the model (about 3.5 s, once per process). A search embeds the
-# changed entities still pending itself only when they are this few (about 12 ms each on 2 cores); more are left to
-# the worker, and the search answers from what is embedded and the lexical tiers. (Embedding 2,000 at a search made
+# Only in a memory this small does a search wait for the model (about 3.5 s, once per process) and embed whatever is
+# still pending. In a larger one a search embeds the changed entities still pending itself only when they are this
+# few (about 12 ms each on 2 cores); more are left to the worker, and the search answers from what is embedded and
+# the lexical tiers. (Embedding 2,000 at a search made
 # the first search_nodes of a 10k-entity memory without a side file take 28 s, and 34 s at 100k.)
 WAIT_FOR_MODEL_UP_TO = 1_000
 MAX_PENDING_PER_SEARCH = 256
@@ -234,8 +235,10 @@ class SemanticIndex:
         small = len(self._texts) <= WAIT_FOR_MODEL_UP_TO
         if not self._ready.wait(MODEL_WAIT_SECONDS if small else 0.0) or self._failed is not None:
             return []
-        if len(self._pending) <= MAX_PENDING_PER_SEARCH:
-            self._embed_pending(limit=MAX_PENDING_PER_SEARCH)
+        # A small memory waited for the model: it embeds its whole backlog (a first start without a side file
+        # included) so the answer is complete; a large one only a backlog this few.
+        if small or len(self._pending) <= MAX_PENDING_PER_SEARCH:
+            self._embed_pending(limit=WAIT_FOR_MODEL_UP_TO if small else MAX_PENDING_PER_SEARCH)
         with self._lock:
             if self._matrix is None:
                 names = list(self._vectors)

@@ -418,6 +418,9 @@ def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
             list[VerificationStep] | None, Field(description="Replaces the verification steps")
         ] = None,
         severity: Annotated[Severity | None, Field(description="low, medium, high or critical")] = None,
+        aliases: Annotated[
+            list[StrictStr] | None, Field(description="Replaces the wordings learned from use ([] clears them)")
+        ] = None,
     ) -> Annotated[CallToolResult, Lesson]:
         """Edit a lesson: the fields sent replace the stored ones (addObservations appends); its name, success
         counts and creation time are kept, and every earlier version stays in get_history."""
@@ -428,6 +431,7 @@ def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
             addObservations=addObservations or [],
             verificationSteps=verificationSteps,
             severity=severity,
+            aliases=aliases,
         )
         return structured(lessons.update_lesson(changes))
 

@@ -75,7 +75,12 @@ def merge_records(first: dict[str, Any], second: dict[str, Any]) -> dict[str, An
     if first.get("type") == "relation":
         return first
     observations = list(dict.fromkeys([*(first.get("observations") or []), *(second.get("observations") or [])]))
-    return {**second, **first, "observations": observations}
+    merged = {**second, **first, "observations": observations}
+    for key in ("aliases", "mergedNames"):  # a lesson's learned wordings and merged twins' names
+        both = [*(first.get(key) or []), *(second.get(key) or [])]
+        if both and all(isinstance(item, str) for item in both):
+            merged[key] = list(dict.fromkeys(both))
+    return merged
 
 
 def dump_line(record: dict[str, Any]) -> str:

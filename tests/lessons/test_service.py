@@ -367,3 +367,48 @@ async def test_a_wording_that_a_lesson_fixed_becomes_an_alias_and_finds_it_next_
     await call(client, "update_lesson_success", lessonName="JAVA_NPE", success=True)
     final = (await call(client, "find_similar_errors", errorPattern=error))["matches"][0]["lesson"]
     assert final["aliases"] == [error["message"]]
+
+
+async def test_only_the_same_error_at_another_place_is_a_twin(client: Client) -> None:
+    """Numbers, quoted names and file names keep lessons apart; folders, positions and addresses do not."""
+    killed = {"name": "OOM_KILLED", "errorPattern": {"type": "ci", "message": "Process completed with exit code 137"}}
+    failed = {"name": "SCRIPT_FAILED", "errorPattern": {"type": "ci", "message": "Process completed with exit code 1"}}
+    config = {
+        "name": "CONFIG_MISSING",
+        "errorPattern": {"type": "runtime", "message": "FileNotFoundError: No such file: 'config.yaml'"},
+    }
+    data = {
+        "name": "DATA_MISSING",
+        "errorPattern": {"type": "runtime", "message": "FileNotFoundError: No such file: 'train.csv'"},
+    }
+    for lesson in (killed, failed, config, data):
+        assert (await call(client, "create_lesson", lesson=lesson))["merged"] is False
+    moved = {
+        "name": "CONFIG_MISSING_AGAIN",
+        "errorPattern": {"type": "runtime", "message": "FileNotFoundError: No such file: '/srv/app/config.yaml'"},
+        "metadata": {"severity": "critical", "environment": {"os": "linux"}},
+    }
+    merged = await call(client, "create_lesson", lesson=moved)
+    assert merged["merged"] is True and merged["name"] == "CONFIG_MISSING"
+    assert merged["metadata"]["severity"] == "critical" and merged["metadata"]["environment"] == {"os": "linux"}
+    # A client retrying the same call: merged once, counted once.
+    again = await call(client, "create_lesson", lesson={**moved, "metadata": {"frequency": 5, "successCount": 5}})
+    assert again["merged"] is True and again["metadata"]["frequency"] == 0 and "nothing changed" in again["note"]
+    # A merged name taken by an entity later is that entity's, not the lesson's.
+    await call(
+        client, "create_entities", entities=[{"name": "CONFIG_MISSING_AGAIN", "entityType": "x", "observations": []}]
+    )
+    assert "not a lesson" in await error_of(client, "update_lesson", name="CONFIG_MISSING_AGAIN", severity="low")
+
+
+async def test_a_lesson_made_again_under_a_deleted_name_learns_nothing_from_the_old_lookups(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PORT)
+    await call(client, "find_similar_errors", errorPattern=PORT["errorPattern"])
+    await call(client, "delete_entities", entityNames=["NODE_EADDRINUSE"])
+    await call(client, "create_lesson", lesson={**PIP, "name": "NODE_EADDRINUSE"})
+    updated = await call(client, "update_lesson_success", lessonName="NODE_EADDRINUSE", success=True)
+    assert updated["lesson"]["aliases"] == []
+    # Aliases can be replaced (or cleared) by hand.
+    edited = await call(client, "update_lesson", name="NODE_EADDRINUSE", aliases=["No matching distribution for x"])
+    assert edited["aliases"] == ["No matching distribution for x"]
+    assert (await call(client, "update_lesson", name="NODE_EADDRINUSE", aliases=[]))["aliases"] == []
