@@ -46,7 +46,7 @@ from itertools import chain, islice, takewhile
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rapidfuzz import fuzz, process
+from rapidfuzz import fuzz
 
 from lessons import signature as signature_module
 from lessons.signature import evidence_words, identity_words, shape, slot_words, strip_ansi, twin_key
@@ -67,10 +67,10 @@ W_DICE = 0.10
 # answers minus twice the wrong ones over the fitting data.
 # Weights of (score, margin, rarest words explained, names the class, message coverage, query coverage, ln size),
 # then the intercept:
-FIND_CONFIDENCE = (2.106, 3.335, 1.573, 0.369, 1.635, 1.892, -0.041, -3.886)
-RECOMMEND_CONFIDENCE = (3.602, 3.63, 1.891, -0.772, 3.156, 0.44, 0.106, -4.134)
+FIND_CONFIDENCE = (2.121, 3.3, 1.56, 0.364, 1.641, 1.905, -0.04, -3.895)
+RECOMMEND_CONFIDENCE = (3.582, 3.899, 1.786, -0.837, 3.137, 0.238, -0.307, -4.196)
 FIND_MIN_CONFIDENCE = 0.65
-RECOMMEND_MIN_CONFIDENCE = 0.87
+RECOMMEND_MIN_CONFIDENCE = 0.36
 # Score floors: the model is not trusted below the lowest score a right fitting answer had.
 FIND_THRESHOLD = 0.3
 RECOMMEND_THRESHOLD = 0.35
@@ -80,6 +80,7 @@ UNKNOWN_WORD_WEIGHT = 0.5  # of a unique word's rarity, for a query word no less
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
 IDENTITY_CONFLICT = 0.75  # of a match's score, when the query and the lesson name different errors
 CANDIDATES = 48
+MAX_HOLDERS = 1_000  # lessons holding a word, past which it does not pick candidates (LessonIndex.candidates)
 MAX_ERROR_LINES = 60
 TAIL_LINES = 10
 PRECEDING_WEIGHT = 0.7  # of a match, for the line just before an error line (error_windows)
@@ -352,7 +353,6 @@ class LessonIndex:
         self.lessons: dict[str, IndexedLesson] = {}
         self._document_frequency: Counter[str] = Counter()
         self._holders: dict[str, set[str]] = {}
-        self._sorted_shapes: dict[str, str] = {}
         self._by_shape: dict[str, set[str]] = {}  # message shape -> lessons: finds a new lesson's twin
         self.twin_keys: dict[str, str] = {}  # name -> signature.twin_key of its message
         # Rarity changes whenever a lesson comes or goes; between changes it is computed once per word.
@@ -380,7 +380,6 @@ class LessonIndex:
         else:
             indexed = self._cached_or_indexed(record)
         self.lessons[indexed.name] = indexed
-        self._sorted_shapes[indexed.name] = indexed.sorted_shape[:FUZZY_CHARS]
         self._by_shape.setdefault(indexed.shape, set()).add(indexed.name)
         self.twin_keys[indexed.name] = twin_key(str((record.get("errorPattern") or {}).get("message") or ""))
         self._idf.clear()
@@ -417,7 +416,6 @@ class LessonIndex:
         old = self.lessons.pop(name, None)
         if old is None:
             return
-        del self._sorted_shapes[name]
         self.twin_keys.pop(name, None)
         twins = self._by_shape.get(old.shape)
         if twins is not None:
@@ -464,27 +462,24 @@ class LessonIndex:
         return value
 
     # -- candidates ----------------------------------------------------------------------------------------
-    def candidates(self, queries: Iterable[Query], fuzzy: bool) -> list[str]:
-        """Lessons worth scoring in full: best by shared rare words, and (fuzzy=True) by shape similarity."""
+    def candidates(self, queries: Iterable[Query]) -> list[str]:
+        """Lessons worth scoring in full: those sharing the most rare words with the queries (each word counted once,
+        however many log lines repeat it). A word held by more than MAX_HOLDERS lessons is skipped, so the cost
+        grows with the rare words' holders, not with the store (a scan of every lesson's shape cost 15 ms at 50k
+        lessons and changed no answer the confidence keeps); when no word is that rare, the rarest one is used."""
         if len(self.lessons) <= CANDIDATES:
             return list(self.lessons)
-        common = max(50, len(self.lessons) // 20)  # words held by more lessons than this say little
+        common = min(max(50, len(self.lessons) // 20), MAX_HOLDERS)  # words held by more lessons say little
+        words = {word for query in queries for word in query.evidence if word in self._holders}
+        rare = [word for word in words if len(self._holders[word]) <= common]
+        if not rare and words:
+            rare = [min(words, key=lambda word: (len(self._holders[word]), word))]
         weights: dict[str, float] = {}
-        picked: set[str] = set()
-        for query in queries:
-            for word in query.evidence:
-                holders = self._holders.get(word)
-                if holders and len(holders) <= common:
-                    weight = self.idf(word)
-                    for name in holders:
-                        weights[name] = weights.get(name, 0.0) + weight
-            if fuzzy:
-                for _, _, name in process.extract(
-                    query.sorted_shape[:FUZZY_CHARS], self._sorted_shapes, scorer=fuzz.ratio, limit=CANDIDATES // 2
-                ):
-                    picked.add(name)
-        picked.update(heapq.nlargest(CANDIDATES, weights, key=weights.__getitem__))
-        return list(picked)
+        for word in rare:
+            weight = self.idf(word)
+            for name in self._holders[word]:
+                weights[name] = weights.get(name, 0.0) + weight
+        return heapq.nlargest(CANDIDATES, weights, key=lambda name: (weights[name], name))
 
     # -- scoring -----------------------------------------------------------------------------------------
     def prepare(self, query: Query, count_unknown: bool = False) -> Query:

@@ -423,7 +423,7 @@ class LessonService:
             scored: list[tuple[float, float, str, tuple[float, float, float, float]]] = []
             size = len(index.lessons)
             kind = type_key(pattern.type)
-            for name in index.candidates([query], fuzzy=True):
+            for name in index.candidates([query]):
                 lesson = index.lessons[name]
                 score = index.match(query, lesson, kind)
                 if context is not None and context.known_mass:
@@ -472,7 +472,7 @@ class LessonService:
             queries = [index.prepare(query) for query in line_queries]
             log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
             ranked: list[Ranked] = []
-            for name in index.candidates(queries or [log_query], fuzzy=False):
+            for name in index.candidates(queries or [log_query]):
                 lesson = index.lessons[name]
                 best, winner = index.best_match(queries, lesson)
                 coverage = index.message_coverage(log_query, lesson)
