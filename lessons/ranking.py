@@ -2,19 +2,23 @@
 
 **Match score** (0..1) of an error message against a lesson, from the two parts of a signature (signature.py):
 
-    0.35 x token_sort_ratio(shapes)          the two shapes, word order ignored
-  + 0.15 x partial_ratio(shapes)              the shorter shape inside the longer (a longer query still matches),
-                                              damped when the shorter one is much shorter
-  + 0.10 x lesson coverage                    share of the lesson message's evidence the query has
-  + 0.25 x query coverage                     share of the query's known evidence the lesson explains anywhere
-                                              (message, context, observations, verification)
+    0.55 x query coverage                     share of the query's evidence the lesson explains anywhere (message,
+                                              aliases, context, observations, verification)
+  + 0.10 x Dice overlap                       of the query's and the message's evidence, weighted by rarity
+  + 0.05 x lesson coverage                    share of the lesson message's evidence the query has
+  + 0.10 x partial_ratio(shapes)              the shorter shape inside the longer (aliases and the first
+                                              observations are keys too), damped when the shorter is much shorter
+  + 0.05 x token_sort_ratio(shapes)           the two shapes, word order ignored
   + 0.15 x same type                          when the caller gives a type
 
 Evidence shares are weighted by rarity: idf(w) = ln((N + 1) / (df(w) + 0.5)) over the N stored lessons, so a
-word every lesson has counts for little and a rare one (E0382, EADDRINUSE, NoneType) for a lot. In
-find_similar_errors the query's share also counts the unquoted words no lesson has (at half a unique word's
-rarity), so an error no lesson covers scores low. Without a type (recommendations from a raw log) the other
-weights are scaled up to sum to 1.
+word every lesson has counts for little and a rare one (E0382, EADDRINUSE, NoneType) for a lot. A slot of the
+query (a quoted name, a file name) counts SLOT_WEIGHT of its rarity against a lesson that lacks it and all of it
+for one that has it. In find_similar_errors the query's share also counts the unquoted words no lesson has (at
+half a unique word's rarity), so an error no lesson covers scores low. Without a type (recommendations from a
+raw log) the other weights are scaled up to sum to 1. The character terms only break ties between raw lines:
+led by them, a lesson about another error of the same tool ("missing 'endif'" for "missing separator") beat a
+lesson written in other words about the right one.
 
 **Long text.** The fuzzy terms cost more than linear time in the lengths compared (partial_ratio of two
 4,000-character shapes takes seconds: about the shorter's length squared times the longer's), so they see bounded
