@@ -194,6 +194,7 @@ class IndexedLesson:
     # Identity tokens (signature.identity_words) of the message, and of everything the lesson says.
     message_identity: frozenset[str] = frozenset()
     all_identity: frozenset[str] = frozenset()
+    twin_key: str = ""  # signature.twin_key of the message: a new lesson with the same one is its twin
 
 
 def lesson_text(record: dict[str, Any]) -> str:
@@ -242,6 +243,7 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         ),
         message_identity=identity_words(message),
         all_identity=identity_words(lesson_text(record)),
+        twin_key=twin_key(message),
     )
 
 
@@ -280,6 +282,7 @@ def lesson_to_cache(lesson: IndexedLesson) -> dict[str, Any]:
         "other_shapes": list(lesson.other_shapes),
         "message_identity": sorted(lesson.message_identity),
         "all_identity": sorted(lesson.all_identity),
+        "twin_key": lesson.twin_key,
     }
 
 
@@ -294,6 +297,7 @@ def lesson_from_cache(name: str, value: dict[str, Any]) -> IndexedLesson:
         other_shapes=tuple(value["other_shapes"]),
         message_identity=frozenset(value["message_identity"]),
         all_identity=frozenset(value["all_identity"]),
+        twin_key=str(value["twin_key"]),
     )
 
 
@@ -357,8 +361,7 @@ class LessonIndex:
         self.lessons: dict[str, IndexedLesson] = {}
         self._document_frequency: Counter[str] = Counter()
         self._holders: dict[str, set[str]] = {}
-        self._by_shape: dict[str, set[str]] = {}  # message shape -> lessons: finds a new lesson's twin
-        self.twin_keys: dict[str, str] = {}  # name -> signature.twin_key of its message
+        self._twins: dict[str, set[str]] = {}  # twin key -> lessons: finds a new lesson's twin
         # Rarity changes whenever a lesson comes or goes; between changes it is computed once per word.
         self._idf: dict[str, float] = {}
         self._message_mass: dict[str, float] = {}
@@ -384,8 +387,7 @@ class LessonIndex:
         else:
             indexed = self._cached_or_indexed(record)
         self.lessons[indexed.name] = indexed
-        self._by_shape.setdefault(indexed.shape, set()).add(indexed.name)
-        self.twin_keys[indexed.name] = twin_key(str((record.get("errorPattern") or {}).get("message") or ""))
+        self._twins.setdefault(indexed.twin_key, set()).add(indexed.name)
         self._idf.clear()
         self._message_mass.clear()
         for word in indexed.all_evidence:
@@ -420,12 +422,11 @@ class LessonIndex:
         old = self.lessons.pop(name, None)
         if old is None:
             return
-        self.twin_keys.pop(name, None)
-        twins = self._by_shape.get(old.shape)
+        twins = self._twins.get(old.twin_key)
         if twins is not None:
             twins.discard(name)
             if not twins:
-                del self._by_shape[old.shape]
+                del self._twins[old.twin_key]
         self._idf.clear()
         self._message_mass.clear()
         for word in old.all_evidence:
@@ -444,12 +445,11 @@ class LessonIndex:
         message = str(pattern.get("message") or "")
         if len(evidence_words(message)) < 2:
             return []
-        key, kind = twin_key(message), type_key(str(pattern.get("type") or ""))
+        kind = type_key(str(pattern.get("type") or ""))
         return [
             name
-            for name in sorted(self._by_shape.get(shape(message), ()))
-            if self.twin_keys.get(name) == key
-            and (not kind or not self.lessons[name].type or self.lessons[name].type == kind)
+            for name in sorted(self._twins.get(twin_key(message), ()))
+            if not kind or not self.lessons[name].type or self.lessons[name].type == kind
         ]
 
     def idf(self, word: str) -> float:
