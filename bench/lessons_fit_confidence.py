@@ -94,8 +94,8 @@ def collect(
     with tempfile.TemporaryDirectory() as folder:
         svc = services_for_folder(Path(folder)).lessons
         svc.import_lessons([{"type": "entity", "entityType": "lesson", **x} for x in store], ImportSummary())
-        original: Callable[..., float] = service.confidence
-        service.confidence = recorder  # type: ignore[assignment]
+        original: Callable[..., float] = ranking.confidence
+        ranking.confidence = recorder  # type: ignore[assignment]
         try:
             for query in queries:
                 found = svc.find_similar_errors(ErrorQuery.model_validate(query["errorPattern"]), limit=1).matches
@@ -108,7 +108,7 @@ def collect(
                 if recs and features is not None:
                     rec.append(((features, float(right(recs[0].name, query["expected"]))), negative))
         finally:
-            service.confidence = original  # type: ignore[assignment]
+            ranking.confidence = original  # type: ignore[assignment]
     return find, rec
 
 

@@ -167,6 +167,19 @@ def confidence(weights: tuple[float, ...], features: tuple[float, ...]) -> float
     return 1 / (1 + math.exp(-max(-50.0, min(50.0, z))))
 
 
+def confident(
+    rows: list[tuple[float, tuple[float, ...]]], size: int, weights: tuple[float, ...], cut: float, floor: float
+) -> list[float | None]:
+    """For each (score, clues) of a call's candidates, its confidence (`confidence` of the score, its margin over
+    the best other, the clues and ln store size), or None when under the cut or the score under the floor."""
+    log_size = math.log(max(size, 1))
+    chances: list[float | None] = []
+    for (score, signs), margin in zip(rows, margins([row[0] for row in rows]), strict=True):
+        chance = confidence(weights, (score, margin, *signs, log_size))
+        chances.append(chance if chance >= cut and score >= floor else None)
+    return chances
+
+
 def margins(scores: list[float]) -> list[float]:
     """Each score's margin over the best other one (the best's over the runner-up; the others' negative)."""
     if not scores:

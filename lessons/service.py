@@ -9,7 +9,6 @@ whether a name is taken.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import deque
@@ -49,9 +48,8 @@ from lessons.ranking import (
     best_first,
     clues,
     combined_score,
-    confidence,
+    confident,
     error_windows,
-    margins,
     query_of,
     signature_version,
     success_statistic,
@@ -236,10 +234,7 @@ class LessonService:
 
     def _elsewhere(self, name: str) -> bool:
         """Whether a lesson came from another project (it ranks after this project's at equal relevance)."""
-        if self.project is None:
-            return False
-        meta = self.records[name].get("metadata")
-        return not isinstance(meta, dict) or meta.get("project") != self.project
+        return self.project is not None and self._project_of(name) != self.project
 
     def _unknown_lesson(self, name: str, other: str | None) -> NotFoundError:
         """Why `name` is no lesson, with a "did you mean": call it outside the store's lock (it reads a copy of
@@ -352,6 +347,7 @@ class LessonService:
                 updated = dict(record)
                 if changes.errorPattern is not None:
                     updated["errorPattern"] = changes.errorPattern.model_dump(exclude_none=True)
+                    self.lookups.forget(name)  # a lookup of the old error teaches the new pattern nothing
                 if changes.observations is not None:
                     updated["observations"] = list(dict.fromkeys(changes.observations))
                 if changes.addObservations:
@@ -362,8 +358,6 @@ class LessonService:
                     updated["verificationSteps"] = [step.model_dump() for step in changes.verificationSteps]
                 if changes.aliases is not None:
                     updated["aliases"] = list(dict.fromkeys(changes.aliases))[-MAX_ALIASES:]
-                if changes.errorPattern is not None:
-                    self.lookups.forget(name)  # a lookup of the old error teaches the new pattern nothing
                 meta = complete_metadata(record)
                 if changes.severity is not None:
                     meta["severity"] = changes.severity
@@ -432,12 +426,13 @@ class LessonService:
                 scored.append((score, statistic_of(self.records[name]), name, clues(index, query, lesson)))
             # Abstention by fitted confidence (see ranking.FIND_CONFIDENCE) above the score floor the model was
             # fitted over (below it the model would extrapolate).
+            chances = confident(
+                [(s[0], s[3]) for s in scored], size, FIND_CONFIDENCE, FIND_MIN_CONFIDENCE, FIND_THRESHOLD
+            )
             sure = [
                 (score, statistic, name, chance)
-                for (score, statistic, name, signs), margin in zip(scored, margins([s[0] for s in scored]), strict=True)
-                if (chance := confidence(FIND_CONFIDENCE, (score, margin, *signs, math.log(size))))
-                >= FIND_MIN_CONFIDENCE
-                and score >= FIND_THRESHOLD
+                for (score, statistic, name, _), chance in zip(scored, chances, strict=True)
+                if chance is not None
             ]
             top = best_first(
                 sure, lambda s: (-round(s[0], 4), self._elsewhere(s[2]), -s[1], s[2]), lambda s: s[0], limit
@@ -514,15 +509,18 @@ class LessonService:
     def _sure(self, ranked: list[Ranked]) -> list[tuple[float, float, float, str, str, float]]:
         """Recommendations confident enough to return, each with its confidence (from its relevance, its margin
         over the best other relevance, its clues and the store size; see ranking.RECOMMEND_CONFIDENCE)."""
-        size = math.log(max(len(self.index.lessons), 1))
-        sure = []
-        for (score, relevance, statistic, name, line, signs), margin in zip(
-            ranked, margins([r[1] for r in ranked]), strict=True
-        ):
-            chance = confidence(RECOMMEND_CONFIDENCE, (relevance, margin, *signs, size))
-            if chance >= RECOMMEND_MIN_CONFIDENCE and relevance >= RECOMMEND_THRESHOLD:
-                sure.append((score, relevance, statistic, name, line, chance))
-        return sure
+        chances = confident(
+            [(r[1], r[5]) for r in ranked],
+            len(self.index.lessons),
+            RECOMMEND_CONFIDENCE,
+            RECOMMEND_MIN_CONFIDENCE,
+            RECOMMEND_THRESHOLD,
+        )
+        return [
+            (score, relevance, statistic, name, line, chance)
+            for (score, relevance, statistic, name, line, _), chance in zip(ranked, chances, strict=True)
+            if chance is not None
+        ]
 
     # -- bulk: import and export ---------------------------------------------------------------------------
     def import_lessons(self, records: Sequence[dict[str, Any]], summary: ImportSummary, batch: int = 500) -> None:
