@@ -79,7 +79,7 @@ RECOMMEND_MIN_CONFIDENCE = 0.36
 FIND_THRESHOLD = 0.3
 RECOMMEND_THRESHOLD = 0.35
 RAREST_WORDS = 3  # the query's rarest words, which a right lesson explains (clues)
-SLOT_WEIGHT = 0.5  # of a quoted word's rarity, in the query's mass (see LessonIndex.prepare)
+SLOT_WEIGHT = 0.5  # of a slot's rarity (a quoted or file name), in the query's mass (see LessonIndex.prepare)
 UNKNOWN_WORD_WEIGHT = 0.5  # of a unique word's rarity, for a query word no lesson has
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
 IDENTITY_CONFLICT = 0.75  # of a match's score, when the query and the lesson name different errors
@@ -347,7 +347,7 @@ class Query:
     known: dict[str, float] | None = None  # word -> idf, for words some lesson has
     known_mass: float = 0.0
     sorted_shape: str = ""
-    quoted: frozenset[str] = frozenset()
+    slots: frozenset[str] = frozenset()  # signature.slot_words: quoted names and file names
     identity: frozenset[str] = frozenset()
     weight: float = 1.0  # a log line's share of its match (error_windows)
 
@@ -362,7 +362,7 @@ def query_of(text: str, text_shape: str | None = None, weight: float = 1.0) -> Q
         shape=shape(text) if text_shape is None else text_shape,
         evidence=evidence_words(text),
         text=text,
-        quoted=slot_words(text),
+        slots=slot_words(text),
         weight=weight,
     )
 
@@ -503,13 +503,13 @@ class LessonIndex:
         query.known = {w: self.idf(w) for w in query.evidence if w in self._document_frequency}
         # A quoted name is a slot (the user's key, file or variable, or a builtin the error is about): missing it
         # costs a lesson only SLOT_WEIGHT of its rarity, having it earns all of it (coverage capped at 1).
-        query.known_mass = sum(v * (SLOT_WEIGHT if w in query.quoted else 1.0) for w, v in query.known.items())
+        query.known_mass = sum(v * (SLOT_WEIGHT if w in query.slots else 1.0) for w, v in query.known.items())
         if count_unknown:
             # For one error message: a word no lesson has is evidence against every lesson, unless it is a
             # quoted name (the user's own key, file or variable, which no lesson can know). Unquoted, it is
             # error vocabulary no lesson explains ("externally-managed-environment"): every score drops, and
             # an error no lesson covers stays under the threshold. (Not for log lines, full of such words.)
-            unexplained = query.evidence - query.known.keys() - query.quoted
+            unexplained = query.evidence - query.known.keys() - query.slots
             query.known_mass += UNKNOWN_WORD_WEIGHT * self.idf("") * len(unexplained)
         return query
 
@@ -593,7 +593,7 @@ def clues(index: LessonIndex, query: Query | None, lesson: IndexedLesson) -> tup
     if query is None or query.known is None:
         return 0.0, 0.0, 0.0, 0.0
     known = query.known
-    rarest = heapq.nlargest(RAREST_WORDS, (w for w in known if w not in query.quoted), key=lambda w: (known[w], w))
+    rarest = heapq.nlargest(RAREST_WORDS, (w for w in known if w not in query.slots), key=lambda w: (known[w], w))
     rare_mass = sum(known[w] for w in rarest)
     explains_rarest = sum(known[w] for w in rarest if w in lesson.all_evidence) / rare_mass if rare_mass else 0.0
     names_class = 1.0 if not query.identity or query.identity & lesson.all_identity else 0.0
