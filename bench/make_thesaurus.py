@@ -16,11 +16,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory_graph.search import STOP_WORDS, stem
+from memory_graph.search import STOP_WORDS, WORD, stem
 
 SENSES = 2
 MAX_NEAR = 24
 POINTERS = {"@", "@i", "~", "~i", "+"}  # hypernyms, hyponyms, derivations ("teacher" and "teach")
+HYPONYMS = {"~", "~i"}
+KIND_DEPTH = 3
+MAX_KINDS = 300
+MAX_DEFINED = 200
 
 
 def read_index(folder: Path, pos: str) -> dict[str, list[str]]:
@@ -38,19 +42,26 @@ def read_index(folder: Path, pos: str) -> dict[str, list[str]]:
     return senses
 
 
-def read_data(folder: Path, pos: str) -> dict[tuple[str, str], tuple[list[str], list[tuple[str, str]]]]:
-    """synset offset -> (its words, the offsets of its hypernyms and hyponyms)."""
-    synsets: dict[tuple[str, str], tuple[list[str], list[tuple[str, str]]]] = {}
+Synset = tuple[list[str], list[tuple[str, str]], list[tuple[str, str]], str]
+
+
+def read_data(folder: Path, pos: str) -> dict[tuple[str, str], Synset]:
+    """synset offset -> (its words, the offsets of its hypernyms, hyponyms and derivations, the offsets of its
+    hyponyms alone, its definition)."""
+    synsets: dict[tuple[str, str], Synset] = {}
     for line in (folder / f"data.{pos}").read_text(encoding="utf-8").splitlines():
         if line.startswith(" "):
             continue
-        parts = line.split(" | ")[0].split()
+        head, _, gloss = line.partition(" | ")
+        parts = head.split()
         count = int(parts[3], 16)
         words = [parts[4 + 2 * i].lower() for i in range(count)]
         rest = parts[4 + 2 * count :]
         pointers = [rest[1 + 4 * i : 5 + 4 * i] for i in range(int(rest[0]))]
         linked = [(p[2], p[1]) for p in pointers if p[0] in POINTERS and p[2] in "nv"]
-        synsets[(pos[0], parts[0])] = (words, linked)
+        hyponyms = [(p[2], p[1]) for p in pointers if p[0] in HYPONYMS and p[2] in "nv"]
+        definition = gloss.split('; "', 1)[0].split(";", 1)[0]
+        synsets[(pos[0], parts[0])] = (words, linked, hyponyms, definition)
     return synsets
 
 
@@ -65,13 +76,61 @@ def relations(folder: Path) -> dict[str, tuple[set[str], set[str]]]:
                 continue
             same, near = table.setdefault(key, (set(), set()))
             for offset in offsets:
-                words, linked = synsets[(pos[0], offset)]
+                words, linked, _, _ = synsets[(pos[0], offset)]
                 same.update(stem(w) for w in words if w.isalpha())
                 for other in linked:
-                    near.update(stem(w) for w in synsets.get(other, ([], []))[0] if w.isalpha())
+                    near.update(stem(w) for w in synsets[other][0] if w.isalpha()) if other in synsets else None
             same.discard(key)
             near.difference_update(same | {key})
     return table
+
+
+def kinds(folder: Path, table: dict[str, tuple[set[str], set[str]]]) -> dict[str, set[str]]:
+    """stem -> the words of its kinds two and three levels down (a dog's hounds' beagles), beyond its near words:
+    what a memory names ("Beagle") is often a kind of what a person asks about ("the dog")."""
+    synsets = {**read_data(folder, "noun"), **read_data(folder, "verb")}
+    found: dict[str, set[str]] = {}
+    for pos in ("noun", "verb"):
+        for lemma, offsets in read_index(folder, pos).items():
+            key = stem(lemma)
+            if key not in table:
+                continue
+            same, near = table[key]
+            words = found.setdefault(key, set())
+            level = [(pos[0], offset) for offset in offsets]
+            for depth in range(KIND_DEPTH):
+                level = [child for synset in level for child in synsets[synset][2] if child in synsets]
+                if depth == 0:
+                    continue
+                deeper = {stem(w) for synset in level for w in synsets[synset][0] if w.isalpha()}
+                deeper -= same | near | {key}
+                if len(words | deeper) > MAX_KINDS:
+                    break  # a word with that many kinds ("person") is too general to stand for any of them
+                words |= deeper
+    return {key: words for key, words in found.items() if words}
+
+
+def defined(folder: Path) -> dict[str, set[str]]:
+    """definition word -> the words WordNet defines with it ("gland" -> hyperthyroidism, "an overactive thyroid
+    gland"), over the common senses of every noun and verb; a word used in more than MAX_DEFINED definitions
+    ("person", "act") names no particular thing and is left out."""
+    synsets = {**read_data(folder, "noun"), **read_data(folder, "verb")}
+    found: dict[str, set[str]] = {}
+    for pos in ("noun", "verb"):
+        seen: set[tuple[str, str]] = set()
+        for offsets in read_index(folder, pos).values():
+            for offset in offsets:
+                if (pos[0], offset) in seen:
+                    continue
+                seen.add((pos[0], offset))
+                words, _, _, definition = synsets[(pos[0], offset)]
+                lemmas = {stem(w) for w in words if w.isalpha() and w not in STOP_WORDS and len(w) >= 3}
+                for word in WORD.findall(definition.lower()):
+                    key = stem(word)
+                    if word in STOP_WORDS or key in STOP_WORDS or len(key) < 3 or not key.isalpha():
+                        continue
+                    found.setdefault(key, set()).update(lemmas - {key})
+    return {key: words for key, words in found.items() if 0 < len(words) <= MAX_DEFINED}
 
 
 def literal(text: str, width: int = 100) -> str:
@@ -80,23 +139,32 @@ def literal(text: str, width: int = 100) -> str:
 
 
 def main(folder: Path) -> None:
+    table = relations(folder)
     lines = []
-    for key, (same, near) in sorted(relations(folder).items()):
+    for key, (same, near) in sorted(table.items()):
         if same or near:
             lines.append(f"{key}:{','.join(sorted(same))}|{','.join(sorted(near)[:MAX_NEAR])}")
+    kind_lines = [f"{key}:{','.join(sorted(words))}" for key, words in sorted(kinds(folder, table).items())]
+    defined_lines = [f"{key}:{','.join(sorted(words))}" for key, words in sorted(defined(folder).items())]
     copyright_file = folder.parent / "doc" / "wordnet-base" / "copyright"
     text = copyright_file.read_text(encoding="utf-8").split("License: WordNet3.0\n", 1)[1].split("\n\n", 1)[0]
     notice = "\n".join(line[1:].replace(".", "", 1) if line == " ." else line[1:] for line in text.splitlines())
     target = Path(__file__).resolve().parents[1] / "memory_graph" / "thesaurus.py"
     target.write_text(
         '"""Word relations for query expansion, generated by bench/make_thesaurus.py from Princeton WordNet 3.0.\n\n'
-        "Each entry: stem:synonyms|near words (hypernyms, hyponyms, derivations), as search.py stems them.\n\n"
+        "RELATIONS: stem:synonyms|near words (hypernyms, hyponyms, derivations). KINDS: stem:the words of its kinds\n"
+        "two and three levels down. DEFINED: stem:the words whose definitions use it. All as search.py stems them.\n\n"
         f"WordNet's licence, whose notice must accompany this data:\n\n{notice}\n"
         '"""\n\n'
-        f"RELATIONS = (\n{literal(chr(10).join(lines))})\n",
+        f"RELATIONS = (\n{literal(chr(10).join(lines))})\n\n"
+        f"KINDS = (\n{literal(chr(10).join(kind_lines))})\n\n"
+        f"DEFINED = (\n{literal(chr(10).join(defined_lines))})\n",
         encoding="utf-8",
     )
-    print(f"{len(lines)} entries, {target.stat().st_size / 1e6:.2f} MB")
+    print(
+        f"{len(lines)} entries, {len(kind_lines)} kinds, {len(defined_lines)} defined, "
+        f"{target.stat().st_size / 1e6:.2f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ def main() -> int:
             services.graph.warm_up()
             if services.graph.semantic is not None:
                 started = time.perf_counter()
-                services.graph.search_nodes("warm up")  # loads the model and embeds whatever is pending
+                services.graph.semantic.catch_up()  # loads the model and embeds every entity
                 print(f"semantic: model load and {len(stored)} embeddings in {time.perf_counter() - started:.1f} s")
             times = []
             for query in queries:

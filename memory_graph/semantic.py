@@ -251,6 +251,14 @@ class SemanticIndex:
         best = np.argsort(-similarities)[:top]
         return [(names[i], float(similarities[i])) for i in best]
 
+    def catch_up(self) -> None:
+        """Load the model and embed every pending entity now, in this thread (benchmarks and tests, which measure
+        searches and must not race the background worker)."""
+        self.start()
+        self._ready.wait(MODEL_WAIT_SECONDS)
+        if self._failed is None:
+            self._embed_pending(limit=None)
+
     def flush(self) -> None:
         """Write the side file now (tests, and a clean shutdown)."""
         if self._dirty:

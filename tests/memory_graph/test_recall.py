@@ -75,6 +75,22 @@ def test_misspelt_words_find_the_nearest_known_ones(memory: GraphService) -> Non
     assert names(memory, "Marai Silva")[0] == "Maria Silva"
 
 
+def test_kinds_and_definitions_stand_in_for_a_missing_word(graph: GraphService) -> None:
+    # Nothing says "dog" or "lung": a retriever is a kind of dog three levels down in WordNet, and pneumonia is
+    # defined with "lung". Each ranks below an entity that holds the word itself.
+    graph.create_entities(
+        [
+            Entity(name="Bruno", entityType="pet", observations=["Golden retriever, four years old"]),
+            Entity(name="Health history", entityType="health", observations=["Had pneumonia in 2019"]),
+            Entity(name="Dog park", entityType="place", observations=["Off-leash area by the river"]),
+            Entity(name="Garden", entityType="place", observations=["Tomatoes and basil"]),
+        ]
+    )
+    assert names(graph, "our dog")[:2] == ["Dog park", "Bruno"]
+    assert names(graph, "lung")[0] == "Health history"
+    assert "Garden" not in names(graph, "lung")
+
+
 def test_partial_names_match_as_substrings(memory: GraphService) -> None:
     assert names(memory, "Silv")[0] == "Maria Silva"
     assert names(memory, "retire")[0] == "Retirement account"
@@ -186,4 +202,4 @@ def test_the_recall_bar_over_stdio(tmp_path: Path) -> None:
 
 # The issue asks for 0.88; this is what the default install reaches today (docs/benchmarks.md), kept as the floor so
 # a regression fails.
-RECALL_BAR = 0.85
+RECALL_BAR = 0.87
