@@ -61,6 +61,9 @@ MAX_QUERY_TERMS = 32
 MAX_CORRECTED_TERMS = 4
 FUZZY_WORD_CHARS = (4, 32)
 FUZZY_CUTOFF = 80.0
+# A known word less near in spelling than FUZZY_CUTOFF still stands in for an unknown one when both sound the same
+# (`sounds`: Soundex), down to this ratio: misspelt names are often spelt as they sound.
+SOUNDS_LIKE_CUTOFF = 60.0
 MAX_RANKED = 10
 # A query word's WordNet synonyms count this much of the word itself, its hypernyms and hyponyms less, its kinds
 # further down and the words defined with it least (measured on the dev corpus: weights of 0.45/0.4 and 0.2/0.2
@@ -139,6 +142,27 @@ def stem(word: str) -> str:
     if word.endswith("e") and len(word) >= 4:
         word = word[:-1]
     return word
+
+
+_SOUNDEX_GROUPS = ("aeiouyhw", "bfpv", "cgjkqsxz", "dt", "l", "mn", "r")
+_SOUNDEX = {letter: str(digit) for digit, letters in enumerate(_SOUNDEX_GROUPS) for letter in letters}
+
+
+@lru_cache(maxsize=4096)
+def sounds(word: str) -> str:
+    """American Soundex: the first letter, then up to three digits for the consonant sounds that follow (h and w do
+    not separate a repeated sound, vowels do), so "mocha" and "moka" are both m200."""
+    if not word.isalpha():
+        return word
+    codes = [_SOUNDEX.get(c, "0") for c in word]
+    digits: list[str] = []
+    previous = codes[0]
+    for letter, code in zip(word[1:], codes[1:], strict=True):
+        if code != "0" and code != previous:
+            digits.append(code)
+        if letter not in "hw":
+            previous = code
+    return (word[0] + "".join(digits) + "000")[:4]
 
 
 def _strip_plural(word: str) -> str:
@@ -450,11 +474,16 @@ class SubstringIndex:
             if corrected >= MAX_CORRECTED_TERMS or not low <= len(term) <= high or not term.isalpha():
                 continue
             corrected += 1
+            key = sounds(term)
             for _, similarity, near in process.extract(
-                term, self._stems, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=3
+                term, self._stems, scorer=fuzz.ratio, score_cutoff=SOUNDS_LIKE_CUTOFF, limit=8
             ):
-                if self._stems[near] not in weights and self._postings[near]:
-                    weights[self._stems[near]] = (index, (similarity / 100) ** 2, False)
+                found = self._stems[near]
+                # Near in spelling, or a little less near and sounding the same ("Mocha" for "Moka").
+                if similarity < FUZZY_CUTOFF and sounds(found) != key:
+                    continue
+                if found not in weights and self._postings[near]:
+                    weights[found] = (index, (similarity / 100) ** 2, False)
         self._expand(terms, weights)
         return weights
 

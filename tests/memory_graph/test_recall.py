@@ -91,6 +91,32 @@ def test_kinds_and_definitions_stand_in_for_a_missing_word(graph: GraphService) 
     assert "Garden" not in names(graph, "lung")
 
 
+def test_a_name_spelt_as_it_sounds_finds_it(graph: GraphService) -> None:
+    graph.create_entities(
+        [
+            Entity(name="Steven Adler", entityType="person", observations=["Plays drums"]),
+            Entity(name="Stefan Zweig", entityType="person", observations=["Wrote novellas"]),
+            Entity(name="Stella Maris", entityType="boat", observations=["Moored at the marina"]),
+        ]
+    )
+    # "stephen" is 77% like "steven" (under the spelling cutoff) but sounds the same (s315), nearest first;
+    # "stella" (s340) neither sounds nor is spelt like it.
+    assert names(graph, "Stephen") == ["Steven Adler", "Stefan Zweig"]
+
+
+def test_soundex_codes() -> None:
+    # The textbook examples of American Soundex.
+    assert [search.sounds(w) for w in ("robert", "rupert", "rubin", "ashcraft", "tymczak", "pfister")] == [
+        "r163",
+        "r163",
+        "r150",
+        "a261",
+        "t522",
+        "p236",
+    ]
+    assert search.sounds("2024") == "2024"  # not a word: sounds like nothing else
+
+
 def test_partial_names_match_as_substrings(memory: GraphService) -> None:
     assert names(memory, "Silv")[0] == "Maria Silva"
     assert names(memory, "retire")[0] == "Retirement account"
@@ -200,6 +226,5 @@ def test_the_recall_bar_over_stdio(tmp_path: Path) -> None:
     assert float(rows["overall"][1]) >= RECALL_BAR, run.stdout  # hit@5
 
 
-# The issue asks for 0.88; this is what the default install reaches today (docs/benchmarks.md), kept as the floor so
-# a regression fails.
-RECALL_BAR = 0.87
+# The issue's bar for the default install (docs/benchmarks.md: 0.883 measured), so a regression fails.
+RECALL_BAR = 0.88
