@@ -159,6 +159,15 @@ class Collection:
         if not changed:
             return Reloaded()
         first_load = not self.locations
+        if first_load:
+            # Everything read is new: no comparison with what was held, and when no record is held twice (the
+            # usual case) the records come out in file order as they were parsed.
+            fresh, alone = self._install(changed, generations)
+            if alone:
+                held = [self.shards[index].lines for index in sorted(changed) if index in self.shards]
+                return Reloaded(upserted=[fresh[line] for lines in held for line in lines.values()])
+            keys = {key for index in changed if index in self.shards for key in self.shards[index].lines}
+            return Reloaded(upserted=self._in_file_order(changed, keys, fresh))
         affected: set[Key] = set()
         for index, parsed in changed.items():
             old = self.shards.get(index)
@@ -166,10 +175,8 @@ class Collection:
                 affected.update(old.lines)
             if parsed is not None:
                 affected.update(key for key, _, _ in parsed.records)
-        before = {} if first_load else {key: self.all_lines(key) for key in affected}
-        fresh = self._install(changed, generations)
-        if first_load:
-            return Reloaded(upserted=self._in_file_order(changed, set(affected), fresh))
+        before = {key: self.all_lines(key) for key in affected}
+        fresh, _ = self._install(changed, generations)
         removed: list[Key] = []
         different: set[Key] = set()
         for key in affected:
@@ -237,35 +244,48 @@ class Collection:
             del self.deferred[index]
             changed[index] = self._read_if_there(index)
         manifest = {name: generation for name, generation in generations.items() if generation is not None}
-        fresh = self._install(changed, manifest)
+        fresh, _ = self._install(changed, manifest)
         keys = {key for index in chosen if index in self.shards for key in self.shards[index].lines}
         return Reloaded(upserted=self._in_file_order(changed, keys, fresh))
 
     def _install(
         self, changed: dict[int, ParsedFile | None], generations: Manifest | None
-    ) -> dict[str, dict[str, Any]]:
-        """Replace the changed shards with what was read; returns the parsed records by line (to skip reparsing)."""
+    ) -> tuple[dict[str, dict[str, Any]], bool]:
+        """Replace the changed shards with what was read. Returns the parsed records by line (to skip reparsing),
+        and whether no record is held by two shards (an old fork's split left copies; one shard's own duplicates
+        are merged here)."""
         fresh: dict[str, dict[str, Any]] = {}
-        for index, parsed in changed.items():
+        alone = True
+        for index, parsed in sorted(changed.items()):
             self._forget_shard(index)
             if parsed is None:
                 continue
             path = self.names.path(index)
-            lines: ShardLines = {}
-            for key, record, line in parsed.records:
-                if key in lines:
-                    # The same record twice in one shard (the official server's in-call duplicates, a hand edit):
-                    # merged, so no observation is lost; `check` reports it, the next write keeps one line.
-                    record = merge_records(fresh[lines[key]], record)
-                    line = dump_line(record)
-                lines[key] = line
-                fresh[line] = record
+            keys, records, texts = zip(*parsed.records, strict=True) if parsed.records else ((), (), ())
+            lines: ShardLines = dict(zip(keys, texts, strict=True))
+            if len(lines) == len(keys):
+                fresh.update(zip(texts, records, strict=True))
+            else:
+                lines = {}
+                for key, record, line in parsed.records:
+                    if key in lines:
+                        # The same record twice in one shard (the official server's in-call duplicates, a hand
+                        # edit): merged, so no observation is lost; `check` reports it, the next write keeps one.
+                        record = merge_records(fresh[lines[key]], record)
+                        line = dump_line(record)
+                    lines[key] = line
+                    fresh[line] = record
             count = len(parsed.records) + len(parsed.problems)
             generation = (generations or {}).get(path.name)
             self.shards[index] = Shard(lines, file_stat(path), generation, parsed.problems, count)
+            if not self.locations:
+                self.locations = {key: [index] for key in lines}
+                continue
+            held = len(self.locations)
             for key in lines:
                 self._locate(key, index)
-        return fresh
+            alone = alone and len(self.locations) == held + len(lines)
+        return fresh, alone
 
     def _forget_shard(self, index: int) -> None:
         old = self.shards.pop(index, None)

@@ -99,6 +99,18 @@ def test_an_oversized_legacy_file_is_split_when_written(tmp_path: Path) -> None:
     assert len(open_graph(tmp_path).read_graph().entities) == 9
 
 
+def test_a_fresh_load_of_many_shards_keeps_creation_order(tmp_path: Path) -> None:
+    graph = open_graph(tmp_path, shard_lines=3)
+    names = [f"E{i}" for i in range(10)]
+    graph.create_entities([ent(n) for n in names[:7]])
+    graph.create_relations([rel("E0", "E1"), rel("E6", "E0")])
+    graph.create_entities([ent(n) for n in names[7:]])
+    assert len(shard_files(tmp_path)) > 3
+    reopened = open_graph(tmp_path, shard_lines=3).read_graph()
+    assert [e.name for e in reopened.entities] == names
+    assert [(r.from_, r.to) for r in reopened.relations] == [("E0", "E1"), ("E6", "E0")]
+
+
 def test_a_one_entity_change_writes_bounded_bytes(tmp_path: Path) -> None:
     graph = open_graph(tmp_path, shard_lines=1000)
     for start in range(0, 5000, 500):
