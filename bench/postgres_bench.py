@@ -70,6 +70,11 @@ def load_database(url: str, memory: Path) -> None:
         cursor.execute("ANALYZE memory_graph_records")
 
 
+def semantic_setting() -> dict[str, str]:
+    """MEMORY_SEMANTIC passed on: `off` measures the default install in a venv that has the extra."""
+    return {"MEMORY_SEMANTIC": os.environ["MEMORY_SEMANTIC"]} if "MEMORY_SEMANTIC" in os.environ else {}
+
+
 def cold_start(env: dict[str, str]) -> tuple[float, int]:
     """Seconds from spawn to the first search_nodes answer, and RSS (KiB) after it."""
     started = time.perf_counter()
@@ -78,7 +83,7 @@ def cold_start(env: dict[str, str]) -> tuple[float, int]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), **env},
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), **semantic_setting(), **env},
     )
     try:
         init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}

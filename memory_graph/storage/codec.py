@@ -123,18 +123,29 @@ def _is_str_list(value: Any) -> bool:
 STR_ONLY = frozenset({str})
 ENTITY_KEYS = ("type", "name", "entityType", "observations")
 RELATION_KEYS = ("type", "from", "to", "relationType")
+ENTITY_KEY_SET = frozenset(ENTITY_KEYS)
+RELATION_KEY_SET = frozenset(RELATION_KEYS)
 
 
 def normalize_record(item: Any, events: bool = False) -> tuple[dict[str, Any] | None, str]:
     """A stored object made canonical, or (None, why it is unusable); change events only when `events`."""
     if not isinstance(item, dict):
         return None, "not a JSON object"
-    # Fast path: what we write ourselves is already canonical.
-    if tuple(item) == ENTITY_KEYS and item["type"] == "entity" and _canonical_entity(item):
-        item["type"] = "entity"  # one shared string instead of a copy per record
-        return item, ""
+    # Fast path: what we write ourselves is already canonical, or only in another key order (PostgreSQL's jsonb
+    # orders keys by length), which is put back without the general path's checks.
+    keys = item.keys()
+    if keys == ENTITY_KEY_SET and item["type"] == "entity" and _canonical_entity(item):
+        if tuple(item) == ENTITY_KEYS:
+            item["type"] = "entity"  # one shared string instead of a copy per record
+            return item, ""
+        return {
+            "type": "entity",
+            "name": item["name"],
+            "entityType": item["entityType"],
+            "observations": item["observations"],
+        }, ""
     if (
-        tuple(item) == RELATION_KEYS
+        keys == RELATION_KEY_SET
         and item["type"] == "relation"
         and type(item["from"]) is str
         and type(item["to"]) is str
@@ -142,7 +153,9 @@ def normalize_record(item: Any, events: bool = False) -> tuple[dict[str, Any] | 
         and item["from"]
         and item["to"]
     ):
-        return item, ""
+        if tuple(item) == RELATION_KEYS:
+            return item, ""
+        return {"type": "relation", "from": item["from"], "to": item["to"], "relationType": item["relationType"]}, ""
     kind = item.get("type")
     if kind is None:
         # Trigger: hand-written or older files omit "type". Why: the shape says what the record is.
