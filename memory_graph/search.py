@@ -498,8 +498,9 @@ class SubstringIndex:
                 term, self._stems, scorer=fuzz.ratio, score_cutoff=SOUNDS_LIKE_CUTOFF, limit=8
             ):
                 found = self._stems[near]
-                # Near in spelling, or a little less near and sounding the same ("Mocha" for "Moka").
-                if similarity < FUZZY_CUTOFF and sounds(found) != key:
+                # Near in spelling, or a little less near and sounding the same ("Mocha" for "Moka"); never a
+                # stop word ("firm" is not "from").
+                if (similarity < FUZZY_CUTOFF and sounds(found) != key) or found in STOP_WORDS:
                     continue
                 if found not in weights and self._postings[near]:
                     weights[found] = (index, (similarity / 100) ** 2, False)

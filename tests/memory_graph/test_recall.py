@@ -104,6 +104,13 @@ def test_a_name_spelt_as_it_sounds_finds_it(graph: GraphService) -> None:
     assert names(graph, "Stephen") == ["Steven Adler", "Stefan Zweig"]
 
 
+def test_a_stop_word_never_stands_in_for_an_unknown_word(graph: GraphService) -> None:
+    graph.create_entities([Entity(name="Relocation", entityType="event", observations=["Moved from Lyon in 2019"])])
+    # "firm" sounds like "from" (f650) and is 75% like it, but a stop word says nothing about what is asked.
+    assert names(graph, "firm") == []
+    assert names(graph, "Lyonn") == ["Relocation"]
+
+
 def test_soundex_codes() -> None:
     # The textbook examples of American Soundex.
     assert [search.sounds(w) for w in ("robert", "rupert", "rubin", "ashcraft", "tymczak", "pfister")] == [
