@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -25,10 +26,29 @@ HYPONYMS = {"~", "~i"}
 KIND_DEPTH = 3
 MAX_KINDS = 300
 MAX_DEFINED = 200
+POS_SHARE = 0.1
+
+
+@lru_cache(maxsize=1)
+def tagged_counts(folder: Path) -> dict[str, dict[str, int]]:
+    """lemma -> part of speech ("n", "v") -> how often its senses were seen tagged in text (cntlist.rev)."""
+    counts: dict[str, dict[str, int]] = {}
+    for line in (folder / "cntlist.rev").read_text(encoding="utf-8").splitlines():
+        sense_key, _, count = line.split()
+        lemma, _, rest = sense_key.partition("%")
+        pos = {"1": "n", "2": "v"}.get(rest[:1])
+        if pos is not None:
+            by_pos = counts.setdefault(lemma, {})
+            by_pos[pos] = by_pos.get(pos, 0) + int(count)
+    return counts
 
 
 def read_index(folder: Path, pos: str) -> dict[str, list[str]]:
-    """lemma -> its tagged (common) senses' synset offsets, most frequent first."""
+    """lemma -> its tagged (common) senses' synset offsets, most frequent first. A lemma whose senses in this part
+    of speech were seen tagged under POS_SHARE as often as in the other is left out of it: "dog" the verb (2 uses
+    against 42 of the noun) would bring "track" and "follow" to a question about a pet."""
+    counts = tagged_counts(folder)
+    other = "v" if pos == "noun" else "n"
     senses: dict[str, list[str]] = {}
     for line in (folder / f"index.{pos}").read_text(encoding="utf-8").splitlines():
         if line.startswith(" "):
@@ -37,6 +57,9 @@ def read_index(folder: Path, pos: str) -> dict[str, list[str]]:
         lemma, pointer_count = parts[0], int(parts[3])
         tagged = int(parts[5 + pointer_count])
         offsets = parts[6 + pointer_count :]
+        seen = counts.get(lemma, {})
+        if seen.get(pos[0], 0) < POS_SHARE * seen.get(other, 0):
+            continue
         if lemma.isalpha():
             senses[lemma] = offsets[: min(SENSES, max(tagged, 1))]
     return senses
