@@ -131,8 +131,8 @@ def normalize_record(item: Any, events: bool = False) -> tuple[dict[str, Any] | 
     """A stored object made canonical, or (None, why it is unusable); change events only when `events`."""
     if not isinstance(item, dict):
         return None, "not a JSON object"
-    # Fast path: what we write ourselves is already canonical, or only in another key order (PostgreSQL's jsonb
-    # orders keys by length), which is put back without the general path's checks.
+    # Fast path: what we write ourselves is already canonical; a complete record in another key order (written by
+    # hand or by another tool) is put back in ours without the general path's loop over extra fields.
     keys = item.keys()
     if keys == ENTITY_KEY_SET and item["type"] == "entity" and _canonical_entity(item):
         if tuple(item) == ENTITY_KEYS:

@@ -277,3 +277,54 @@ def test_compact_prunes_the_change_log_and_a_server_behind_it_reads_the_store_ag
     assert sql(url, "SELECT count(*) FROM memory_graph_changes") == [(0,)]
     assert sql(url, "SELECT pruned_through > 0 FROM memory_graph_stores WHERE store = 'default'") == [(True,)]
     assert [e.name for e in second.graph.read_graph().entities] == ["Bob"]  # read again, Alice's delete included
+
+
+def test_rows_sharing_a_position_load_with_their_own_keys(tmp_path: Path) -> None:
+    # Restored or hand-made rows may share a position; the load must keep each key with its record even when the
+    # database sorts them in little memory (a load that sorted keys and records apart once paired them at random).
+    services = open_services(tmp_path)
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    services.store.close()
+    database = sql(url, "SELECT current_database()")[0][0]
+    sql(url, f"ALTER DATABASE {database} SET work_mem = '64kB'")
+    sql(
+        url,
+        "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
+        "SELECT 'default', %s, '[\"entity\",\"n' || i || '\"]', 'n' || i, i %% 3, json_build_object('type', "
+        "'entity', 'name', 'n' || i, 'entityType', 't', 'observations', json_build_array('of n' || i)) "
+        "FROM generate_series(1, 20000) i ORDER BY random()",
+        MEMORY,
+    )
+    try:
+        reopened = open_services(tmp_path)
+        entities = reopened.graph.state.entities  # every one (read_graph would cut the answer to its budget)
+        assert len(entities) == 20000
+        assert all(entity["observations"] == [f"of {name}"] for name, entity in entities.items())
+        assert reopened.store.check().ok
+        reopened.store.close()
+    finally:
+        sql(url, f"ALTER DATABASE {database} RESET work_mem")
+
+
+def test_key_columns_that_join_right_but_split_wrong_are_unreadable(tmp_path: Path) -> None:
+    services = open_services(tmp_path)
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    services.store.close()
+    for position, (name, key) in enumerate((("x", '["entity"'), ("y", '"x"],["entity","y"]'))):
+        record = json.dumps({"type": "entity", "name": name, "entityType": "t", "observations": []})
+        sql(
+            url,
+            "INSERT INTO memory_graph_records (store, collection, key, entity_name, position, record) "
+            "VALUES ('default', %s, %s, %s, %s, %s)",
+            MEMORY,
+            key,
+            name,
+            position,
+            record,
+        )
+    reopened = open_services(tmp_path)
+    assert reopened.graph.read_graph().entities == []
+    problems = reopened.store.check().problems
+    assert len(problems) == 2 and all("its key column says" in p for p in problems)
