@@ -508,8 +508,8 @@ class SubstringIndex:
         return weights
 
     def _expand(self, terms: Sequence[str], weights: dict[str, TermWeight]) -> None:
-        """Add each term's WordNet synonyms and near words (thesaurus.py) that the memory holds, at a fraction of
-        the term's weight, so "spouse" finds "husband" below anything that says "spouse"."""
+        """Add each term's WordNet relations (`related_words`) that the memory holds, at a fraction of the term's
+        weight, so "spouse" finds "husband" and "dog" finds "beagle" below anything that says the word itself."""
         for index, term in enumerate(terms):
             held: list[tuple[float, int, str]] = []
             for words, weight in related_words(term):
