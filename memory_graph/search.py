@@ -65,6 +65,7 @@ FUZZY_CUTOFF = 80.0
 # A known word less near in spelling than FUZZY_CUTOFF still stands in for an unknown one when both sound the same
 # (`sounds`: Soundex), down to this ratio: misspelt names are often spelt as they sound.
 SOUNDS_LIKE_CUTOFF = 60.0
+MAX_CORRECTIONS = 3  # known words standing in for one unknown word
 MAX_RANKED = 10
 # A query word's WordNet synonyms count this much of the word itself, its hypernyms and hyponyms less, its kinds
 # further down and the words defined with it least (measured on the dev corpus: weights of 0.45/0.4 and 0.2/0.2
@@ -494,14 +495,18 @@ class SubstringIndex:
                 continue
             corrected += 1
             key = sounds(term)
-            for _, similarity, near in process.extract(
-                term, self._stems, scorer=fuzz.ratio, score_cutoff=SOUNDS_LIKE_CUTOFF, limit=8
-            ):
-                found = self._stems[near]
-                # Near in spelling, or a little less near and sounding the same ("Mocha" for "Moka"); never a
-                # stop word ("firm" is not "from").
-                if (similarity < FUZZY_CUTOFF and sounds(found) != key) or found in STOP_WORDS:
-                    continue
+            candidates = [
+                (self._stems[near], similarity, near)
+                for _, similarity, near in process.extract(
+                    term, self._stems, scorer=fuzz.ratio, score_cutoff=SOUNDS_LIKE_CUTOFF, limit=8
+                )
+                if self._stems[near] not in STOP_WORDS  # never a stop word ("firm" is not "from")
+            ]
+            # Words near in spelling; only when there are none, a little less near ones that sound the same
+            # ("Mocha" for "Moka"), so "media" becomes "medical", not also "meat".
+            near_enough = [c for c in candidates if c[1] >= FUZZY_CUTOFF]
+            chosen = near_enough or [c for c in candidates if sounds(c[0]) == key]
+            for found, similarity, near in chosen[:MAX_CORRECTIONS]:
                 if found not in weights and self._postings[near]:
                     weights[found] = (index, (similarity / 100) ** 2, False)
         self._expand(terms, weights)

@@ -111,6 +111,17 @@ def test_a_stop_word_never_stands_in_for_an_unknown_word(graph: GraphService) ->
     assert names(graph, "Lyonn") == ["Relocation"]
 
 
+def test_a_word_that_only_sounds_alike_is_a_last_resort(graph: GraphService) -> None:
+    graph.create_entities(
+        [
+            Entity(name="Clinic file", entityType="health", observations=["Medical records since 2010"]),
+            Entity(name="Pie", entityType="recipe", observations=["Meat and onions"]),
+        ]
+    )
+    # "media" is 83% like "medical": "meat" (66%, but m300 like "media") is not also taken.
+    assert names(graph, "media") == ["Clinic file"]
+
+
 def test_soundex_codes() -> None:
     # The textbook examples of American Soundex.
     assert [search.sounds(w) for w in ("robert", "rupert", "rubin", "ashcraft", "tymczak", "pfister")] == [
