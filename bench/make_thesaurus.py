@@ -27,6 +27,7 @@ KIND_DEPTH = 3
 MAX_KINDS = 300
 MAX_DEFINED = 200
 POS_SHARE = 0.1
+POS_MIN_USES = 10  # fewer tagged uses of the other part of speech say nothing about which one is usual
 
 
 @lru_cache(maxsize=1)
@@ -45,8 +46,9 @@ def tagged_counts(folder: Path) -> dict[str, dict[str, int]]:
 
 def read_index(folder: Path, pos: str) -> dict[str, list[str]]:
     """lemma -> its tagged (common) senses' synset offsets, most frequent first. A lemma whose senses in this part
-    of speech were seen tagged under POS_SHARE as often as in the other is left out of it: "dog" the verb (2 uses
-    against 42 of the noun) would bring "track" and "follow" to a question about a pet."""
+    of speech were seen tagged under POS_SHARE as often as in the other (seen at least POS_MIN_USES times) is
+    left out of it: "dog" the verb (2 uses against 42 of the noun) would bring "track" and "follow" to a question
+    about a pet."""
     counts = tagged_counts(folder)
     other = "v" if pos == "noun" else "n"
     senses: dict[str, list[str]] = {}
@@ -58,7 +60,7 @@ def read_index(folder: Path, pos: str) -> dict[str, list[str]]:
         tagged = int(parts[5 + pointer_count])
         offsets = parts[6 + pointer_count :]
         seen = counts.get(lemma, {})
-        if seen.get(pos[0], 0) < POS_SHARE * seen.get(other, 0):
+        if seen.get(other, 0) >= POS_MIN_USES and seen.get(pos[0], 0) < POS_SHARE * seen[other]:
             continue
         if lemma.isalpha():
             senses[lemma] = offsets[: min(SENSES, max(tagged, 1))]

@@ -66,6 +66,7 @@ FUZZY_CUTOFF = 80.0
 # (`sounds`: Soundex), down to this ratio: misspelt names are often spelt as they sound.
 SOUNDS_LIKE_CUTOFF = 60.0
 MAX_CORRECTIONS = 3  # known words standing in for one unknown word
+CORRECTION_POOL = 16  # the nearest known words looked at, before stop words and dead ones are left out
 MAX_RANKED = 10
 # A query word's WordNet synonyms count this much of the word itself, its hypernyms and hyponyms less, its kinds
 # further down and the words defined with it least (measured on the dev corpus: weights of 0.45/0.4 and 0.2/0.2
@@ -75,8 +76,10 @@ NEAR_WEIGHT = 0.5
 KIND_WEIGHT = 0.3
 DEFINED_WEIGHT = 0.25
 EXPANSION_MAX_SHARE = 0.05
-# Postings a query word's relations may bring into its scoring (about 10% of a 10k-entity memory's documents).
+# Postings a query word's relations may bring into its scoring (about 10% of a 10k-entity memory's documents),
+# and all of a query's words together.
 EXPANSION_BUDGET = 2_000
+QUERY_EXPANSION_BUDGET = 8_000
 # A query word held by more than this share of the entities is left out of the ranking (its idf is under log 2,
 # against about log N for a rare word); the substring tier still finds it.
 COMMON_SHARE = 0.5
@@ -153,10 +156,11 @@ _SOUNDEX = {letter: str(digit) for digit, letters in enumerate(_SOUNDEX_GROUPS) 
 @lru_cache(maxsize=4096)
 def sounds(word: str) -> str:
     """American Soundex: the first letter, then up to three digits for the consonant sounds that follow (h and w do
-    not separate a repeated sound, vowels do), so "mocha" and "moka" are both m200."""
-    if not word.isalpha():
-        return word
-    codes = [_SOUNDEX.get(c, "0") for c in word]
+    not separate a repeated sound, vowels do), so "mocha" and "moka" are both m200. A word with any other
+    character is its own code, so it sounds like nothing else."""
+    if not all(letter in _SOUNDEX for letter in word):
+        return word  # not Latin letters only ("2024", "Петров", "straße"): Soundex has no code for it
+    codes = [_SOUNDEX[letter] for letter in word]
     digits: list[str] = []
     previous = codes[0]
     for letter, code in zip(word[1:], codes[1:], strict=True):
@@ -175,6 +179,11 @@ def _strip_plural(word: str) -> str:
     if word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word
+
+
+# Stop words, and as the stemmer leaves them ("there" -> "ther"): what a spelling correction or a related word
+# must never be.
+STOP_STEMS = STOP_WORDS | {stem(word) for word in STOP_WORDS}
 
 
 def query_terms(query: str) -> list[str]:
@@ -495,42 +504,53 @@ class SubstringIndex:
                 continue
             corrected += 1
             key = sounds(term)
+            # Never a stop word ("firm" is not "from", "thermo" not "there") nor a word only deleted entities had.
             candidates = [
                 (self._stems[near], similarity, near)
                 for _, similarity, near in process.extract(
-                    term, self._stems, scorer=fuzz.ratio, score_cutoff=SOUNDS_LIKE_CUTOFF, limit=8
+                    term, self._stems, scorer=fuzz.ratio, score_cutoff=SOUNDS_LIKE_CUTOFF, limit=CORRECTION_POOL
                 )
-                if self._stems[near] not in STOP_WORDS  # never a stop word ("firm" is not "from")
+                if self._stems[near] not in STOP_STEMS and self._held_by_live(near)
             ]
             # Words near in spelling; only when there are none, a little less near ones that sound the same
             # ("Mocha" for "Moka"), so "media" becomes "medical", not also "meat".
             near_enough = [c for c in candidates if c[1] >= FUZZY_CUTOFF]
             chosen = near_enough or [c for c in candidates if sounds(c[0]) == key]
-            for found, similarity, near in chosen[:MAX_CORRECTIONS]:
-                if found not in weights and self._postings[near]:
+            for found, similarity, _ in chosen[:MAX_CORRECTIONS]:
+                if found not in weights:
                     weights[found] = (index, (similarity / 100) ** 2, False)
         self._expand(terms, weights)
         return weights
 
     def _expand(self, terms: Sequence[str], weights: dict[str, TermWeight]) -> None:
         """Add each term's WordNet relations (`related_words`) that the memory holds, at a fraction of the term's
-        weight, so "spouse" finds "husband" and "dog" finds "beagle" below anything that says the word itself."""
+        weight, so "spouse" finds "husband" and "dog" finds "beagle" below anything that says the word itself.
+        Never a stop word ("shoulder" stems like "should"), nor one too common to be scored (`_scores`)."""
+        indexed = max(1, self._live - len(self._pending))
+        left = QUERY_EXPANSION_BUDGET
         for index, term in enumerate(terms):
             held: list[tuple[float, int, str]] = []
             for words, weight in related_words(term):
                 for word in words:
                     stem_id = self._stem_ids.get(word)
-                    if word not in weights and stem_id is not None and self._postings[stem_id]:
+                    if word in weights or word in STOP_STEMS or stem_id is None or not self._postings[stem_id]:
+                        continue
+                    if not self._too_common(word, indexed, EXPANSION_MAX_SHARE):
                         held.append((-weight, len(self._postings[stem_id]), word))
-            # Closest relations first, the rarer (more telling) words first among equals, until the term's budget
-            # of postings is spent: a general word's hundreds of kinds cannot make one search slow.
-            budget = EXPANSION_BUDGET
+            # Closest relations first, the rarer (more telling) words first among equals, each only while it fits
+            # the term's budget of postings and the query's: a general word's hundreds of kinds, or a query of
+            # many such words, cannot make one search slow.
+            budget = min(EXPANSION_BUDGET, left)
             for negative_weight, cost, word in sorted(held):
-                if budget <= 0:
-                    break
-                if word not in weights:
+                if cost <= budget and word not in weights:
                     weights[word] = (index, -negative_weight, True)
                     budget -= cost
+                    left -= cost
+
+    def _held_by_live(self, stem_id: int) -> bool:
+        """Whether a live entity holds the stem (a deleted one's postings stay until the next compaction)."""
+        names = self._names
+        return any(names[doc] is not None for doc in self._postings[stem_id])
 
     def _pending_hold(self, term: str) -> bool:
         """Whether a not-yet-indexed document may hold the term (a plain substring test while warming up)."""

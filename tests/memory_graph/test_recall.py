@@ -122,6 +122,30 @@ def test_a_word_that_only_sounds_alike_is_a_last_resort(graph: GraphService) -> 
     assert names(graph, "media") == ["Clinic file"]
 
 
+def test_a_stop_word_as_stemmed_is_neither_a_correction_nor_a_relation(graph: GraphService) -> None:
+    graph.create_entities(
+        [
+            Entity(name="Keys", entityType="note", observations=["Spare keys are over there"]),
+            Entity(name="Stretching", entityType="habit", observations=["I should stretch more"]),
+        ]
+    )
+    assert names(graph, "thermos") == []  # "thermo" is 80% like "ther", the stem of "there"
+    assert names(graph, "arm") == []  # WordNet relates "shoulder", which stems like "should"
+
+
+def test_a_deleted_entity_leaves_no_word_in_the_way_of_a_correction(graph: GraphService) -> None:
+    graph.create_entities(
+        [
+            Entity(name="Moka pot", entityType="kitchen", observations=["Makes coffee on the stove"]),
+            Entity(name="Mochi", entityType="food", observations=["Rice cake"]),
+        ]
+    )
+    graph.warm_up()  # indexed: the deleted entity's postings stay until the index compacts
+    graph.delete_entities(["Mochi"])
+    # "mochi" is 80% like "mocha" and no longer held by anyone: the sound-alike "moka" is the answer.
+    assert names(graph, "Mocha") == ["Moka pot"]
+
+
 def test_soundex_codes() -> None:
     # The textbook examples of American Soundex.
     assert [search.sounds(w) for w in ("robert", "rupert", "rubin", "ashcraft", "tymczak", "pfister")] == [
@@ -133,6 +157,7 @@ def test_soundex_codes() -> None:
         "p236",
     ]
     assert search.sounds("2024") == "2024"  # not a word: sounds like nothing else
+    assert search.sounds("петров") == "петров" != search.sounds("петренко")  # no code outside a-z
 
 
 def test_partial_names_match_as_substrings(memory: GraphService) -> None:
