@@ -99,6 +99,9 @@ class ExportedGraph:
     relations: list[dict[str, Any]]
 
 
+SMALL_DEGREE = 8
+
+
 class GraphState:
     """The in-memory graph and its indexes, fed by the store (a `ChangeListener`)."""
 
@@ -106,7 +109,8 @@ class GraphState:
         self.entities: dict[str, dict[str, Any]] = {}
         self.home: dict[str, str] = {}
         self.relations: dict[RelationKey, int] = {}  # key -> creation ordinal
-        self.by_node: dict[str, set[RelationKey]] = {}
+        # name -> the relations touching it: a tuple up to SMALL_DEGREE of them, a set past that (hubs)
+        self.by_node: dict[str, tuple[RelationKey, ...] | set[RelationKey]] = {}
         self.index = SubstringIndex()
         self._ordinal: dict[str, int] = {}
         self._next_ordinal = 0
@@ -150,8 +154,16 @@ class GraphState:
             return
         self.relations[key] = self._next_ordinal
         self._next_ordinal += 1
-        self.by_node.setdefault(key[0], set()).add(key)
-        self.by_node.setdefault(key[1], set()).add(key)
+        by_node = self.by_node
+        for end in (key[0], key[1]) if key[0] != key[1] else (key[0],):
+            touching = by_node.get(end)
+            if touching is None:
+                by_node[end] = (key,)
+            elif isinstance(touching, tuple):
+                # Most entities have a few relations: a tuple holds them in a third of a set's memory.
+                by_node[end] = (*touching, key) if len(touching) < SMALL_DEGREE else {*touching, key}
+            else:
+                touching.add(key)
 
     def _drop_relation(self, key: RelationKey) -> None:
         if key not in self.relations:
@@ -159,7 +171,13 @@ class GraphState:
         del self.relations[key]
         for end in (key[0], key[1]):
             touching = self.by_node.get(end)
-            if touching is not None:
+            if isinstance(touching, tuple):
+                rest = tuple(other for other in touching if other != key)
+                if rest:
+                    self.by_node[end] = rest
+                else:
+                    del self.by_node[end]
+            elif touching is not None:
                 touching.discard(key)
                 if not touching:
                     del self.by_node[end]

@@ -271,3 +271,31 @@ def test_file_lines_are_the_reference_format(graph: GraphService, tmp_path: Path
         '{"type":"entity","name":"Zoë","entityType":"person","observations":["lives in 北京"]}',
         '{"type":"relation","from":"Zoë","to":"Zoë","relationType":"self"}',
     ]
+
+
+def test_a_hub_keeps_every_relation_as_it_grows_past_a_few_and_shrinks_again(graph: GraphService) -> None:
+    # An entity's relations are held in a tuple while they are few and in a set past that: both must agree with
+    # the relations stored, through growth, a self-relation, deletions and the deletion of an end.
+    names = [f"N{i}" for i in range(12)]
+    graph.create_entities([ent("Hub"), *(ent(n) for n in names)])
+    graph.create_relations([rel("Hub", "Hub", "is"), *(rel("Hub", n, "links") for n in names)])
+    graph.create_relations([rel(names[0], "Hub", "back")])
+
+    def touching(name: str) -> set[tuple[str, str, str]]:
+        return {r.key for r in graph.open_nodes([name]).relations if name in (r.from_, r.to)}
+
+    assert len(touching("Hub")) == 14 and len(touching(names[0])) == 2
+    assert len(graph.state.by_node["Hub"]) == 14  # its degree counts the self-relation once
+    graph.delete_relations([rel("Hub", n, "links") for n in names[:10]] + [rel("Hub", "Hub", "is")])
+    assert touching("Hub") == {("Hub", names[10], "links"), ("Hub", names[11], "links"), (names[0], "Hub", "back")}
+    assert touching(names[0]) == {(names[0], "Hub", "back")}
+    graph.delete_entities(["Hub"])
+    assert graph.read_graph().relations == [] and touching(names[11]) == set()
+    assert not graph.state.by_node  # nothing left behind for any name
+    # A few relations (a tuple): a self-relation counted once, one from the middle deleted.
+    graph.create_entities([ent("Solo")])
+    graph.create_relations([rel("Solo", "Solo", "is"), rel("Solo", names[1], "a"), rel(names[2], "Solo", "b")])
+    assert len(graph.state.by_node["Solo"]) == 3
+    graph.delete_relations([rel("Solo", names[1], "a")])
+    assert touching("Solo") == {("Solo", "Solo", "is"), (names[2], "Solo", "b")}
+    assert len(graph.state.by_node["Solo"]) == 2 and names[1] not in graph.state.by_node
