@@ -285,10 +285,11 @@ class SubstringIndex:
         self._warm = False
 
     # -- keeping it current --------------------------------------------------------------------------------
-    def put(self, name: str, fields: Iterable[str]) -> None:
-        lowered = [field.lower() for field in fields]
-        text = FIELD_SEPARATOR.join(lowered)
-        separated = lowered if any(FIELD_SEPARATOR in field for field in lowered) else None
+    def put(self, name: str, fields: Sequence[str]) -> None:
+        text = FIELD_SEPARATOR.join(fields).lower()  # one call, not one a field (a load puts every entity)
+        # Only a field that holds the separator itself makes more of them than the joins.
+        several = len(fields) > 0 and text.count(FIELD_SEPARATOR) >= len(fields)
+        separated = [field.lower() for field in fields] if several else None
         doc = self._doc_of.get(name)
         if doc is not None and self._texts[doc] == text and self._fields_with_separator.get(name) == separated:
             return
