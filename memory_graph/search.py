@@ -101,6 +101,8 @@ STOP_WORDS = frozenset(
     while who whom whose why will with would you your yours user users user's called"""
     )
 )
+# Words after which a stop word is a noun: "s" is what is left of "user's" once punctuation is dropped.
+POSSESSIVES = frozenset({"s", "my", "your", "his", "her", "its", "our", "their"})
 # A query term's stem -> (which query word it stands for, its weight, whether it is a thesaurus word).
 TermWeight = tuple[int, float, bool]
 _UNDOUBLE = frozenset("bdgmnprt")
@@ -187,10 +189,15 @@ STOP_STEMS = STOP_WORDS | {stem(word) for word in STOP_WORDS}
 
 
 def query_terms(query: str) -> list[str]:
-    """The stems a query is about: words folded and stemmed, stop words dropped, each once, the first few."""
+    """The stems a query is about: words folded and stemmed, stop words dropped, each once, the first few. A stop
+    word right after a possessive is a noun ("the user's will", "my can"), and kept."""
     words = WORD.findall(query.lower())
-    stems = [stem(w) for w in words if w not in STOP_WORDS]
-    return list(dict.fromkeys(s for s in stems if s not in STOP_WORDS))[:MAX_QUERY_TERMS]
+    stems = [
+        stem(w)
+        for i, w in enumerate(words)
+        if (w not in STOP_WORDS and stem(w) not in STOP_WORDS) or (i > 0 and words[i - 1] in POSSESSIVES)
+    ]
+    return list(dict.fromkeys(stems))[:MAX_QUERY_TERMS]
 
 
 def prepare() -> None:
