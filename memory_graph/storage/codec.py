@@ -123,29 +123,18 @@ def _is_str_list(value: Any) -> bool:
 STR_ONLY = frozenset({str})
 ENTITY_KEYS = ("type", "name", "entityType", "observations")
 RELATION_KEYS = ("type", "from", "to", "relationType")
-ENTITY_KEY_SET = frozenset(ENTITY_KEYS)
-RELATION_KEY_SET = frozenset(RELATION_KEYS)
 
 
 def normalize_record(item: Any, events: bool = False) -> tuple[dict[str, Any] | None, str]:
     """A stored object made canonical, or (None, why it is unusable); change events only when `events`."""
     if not isinstance(item, dict):
         return None, "not a JSON object"
-    # Fast path: what we write ourselves is already canonical; a complete record in another key order (written by
-    # hand or by another tool) is put back in ours without the general path's loop over extra fields.
-    keys = item.keys()
-    if keys == ENTITY_KEY_SET and item["type"] == "entity" and _canonical_entity(item):
-        if tuple(item) == ENTITY_KEYS:
-            item["type"] = "entity"  # one shared string instead of a copy per record
-            return item, ""
-        return {
-            "type": "entity",
-            "name": item["name"],
-            "entityType": item["entityType"],
-            "observations": item["observations"],
-        }, ""
+    # Fast path: what we write ourselves is already canonical.
+    if tuple(item) == ENTITY_KEYS and item["type"] == "entity" and _canonical_entity(item):
+        item["type"] = "entity"  # one shared string instead of a copy per record
+        return item, ""
     if (
-        keys == RELATION_KEY_SET
+        tuple(item) == RELATION_KEYS
         and item["type"] == "relation"
         and type(item["from"]) is str
         and type(item["to"]) is str
@@ -153,9 +142,7 @@ def normalize_record(item: Any, events: bool = False) -> tuple[dict[str, Any] | 
         and item["from"]
         and item["to"]
     ):
-        if tuple(item) == RELATION_KEYS:
-            return item, ""
-        return {"type": "relation", "from": item["from"], "to": item["to"], "relationType": item["relationType"]}, ""
+        return item, ""
     kind = item.get("type")
     if kind is None:
         # Trigger: hand-written or older files omit "type". Why: the shape says what the record is.
