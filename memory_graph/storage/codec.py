@@ -207,7 +207,7 @@ def _event(item: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return item, ""
 
 
-def _parse_all_at_once(lines: list[str]) -> list[Any] | None:
+def parse_all_at_once(lines: list[str]) -> list[Any] | None:
     """All lines as one JSON array (one C call instead of one per line), or None if any line is not exactly
     one JSON object; the caller then parses line by line to say which line is wrong."""
     try:
@@ -243,7 +243,7 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
     ]
     # JavaScript writes half an emoji as a lone surrogate escape ("\ud83d"), which no UTF-8 text can hold.
     repair_text = SURROGATE_ESCAPE.search(text) is not None
-    items = _parse_all_at_once([line for _, line in present])
+    items = parse_all_at_once([line for _, line in present])
     if items is not None:
         for item, (number, line) in zip(items, present, strict=True):
             record, _ = checked_record(item, check, repair_text)

@@ -51,6 +51,7 @@ from memory_graph.storage.codec import (
     checked_record,
     dump_line,
     event_check,
+    parse_all_at_once,
     record_key,
 )
 from memory_graph.storage.engine import StoreEngine, Transaction, public_caller
@@ -187,22 +188,18 @@ class TableCollection:
 
     def readable_rows(self, rows: dict[str, str]) -> Iterator[tuple[Key, dict[str, Any], str]]:
         """(key, record, text) of every usable row (key column -> record text), in order; the others are
-        remembered as unreadable. A load parses all rows in one call and compares the key columns with the
-        records' keys as one list; only when that fails is each row read on its own, to say which one is wrong."""
+        remembered as unreadable (a load starts from none). All rows are parsed in one call (the files' parser)
+        and the key columns compared with the records' keys as one list; only when that fails is each row read on
+        its own, to say which one is wrong."""
         texts = list(rows.values())
-        try:
-            items = json.loads("[" + ",".join(texts) + "]") if texts else []
-        except (ValueError, RecursionError):
-            items = None
-        if items is not None and len(items) == len(texts):
+        items = parse_all_at_once(texts)
+        if items is not None:
             repair = SURROGATE_ESCAPE.search("".join(texts)) is not None
             checked = [checked_record(item, self.check, repair_text=repair) for item in items]
             if all(record is not None for record, _ in checked):
                 records = [record for record, _ in checked if record is not None]
                 keys = [record_key(record) for record in records]
                 if [encode_key(key) for key in keys] == list(rows):
-                    for key_text in rows:
-                        self.unreadable.pop(key_text, None)
                     yield from zip(keys, records, texts, strict=True)
                     return
         for key_text, text in rows.items():
