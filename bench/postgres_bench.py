@@ -31,7 +31,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.startup_bench import request, rss_kb, write_memory  # noqa: E402
+from bench.startup_bench import request, rss_kb, semantic_setting, write_memory  # noqa: E402
 from memory_graph.app import services_for_folder  # noqa: E402
 from memory_graph.model import Entity  # noqa: E402
 from memory_graph.storage import PostgresStore, encode_key, record_key  # noqa: E402
@@ -68,11 +68,6 @@ def load_database(url: str, memory: Path) -> None:
                 copy.write_row(("default", "memory", key, name, position, line.strip()))
         cursor.execute("SELECT setval('memory_graph_position', (SELECT max(position) FROM memory_graph_records))")
         cursor.execute("ANALYZE memory_graph_records")
-
-
-def semantic_setting() -> dict[str, str]:
-    """MEMORY_SEMANTIC passed on: `off` measures the default install in a venv that has the extra."""
-    return {"MEMORY_SEMANTIC": os.environ["MEMORY_SEMANTIC"]} if "MEMORY_SEMANTIC" in os.environ else {}
 
 
 def cold_start(env: dict[str, str]) -> tuple[float, int]:

@@ -67,13 +67,17 @@ def request(process: subprocess.Popen[bytes], message: dict) -> dict:
             return answer
 
 
+def semantic_setting() -> dict[str, str]:
+    """MEMORY_SEMANTIC passed on: `off` measures the default install in a venv that has the extra."""
+    return {"MEMORY_SEMANTIC": os.environ["MEMORY_SEMANTIC"]} if "MEMORY_SEMANTIC" in os.environ else {}
+
+
 def cold_start(
     command: list[str], memory: Path, tool: str, arguments: dict, extra_env: dict[str, str] | None = None
 ) -> tuple[float, float, int]:
     """(seconds to the initialize answer, seconds to the tool's answer, RSS in KiB after it)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MEMORY_FILE_PATH": str(memory), "PYTHONPATH": str(ROOT)}
-    if "MEMORY_SEMANTIC" in os.environ:  # MEMORY_SEMANTIC=off measures the default install in a venv with the extra
-        env["MEMORY_SEMANTIC"] = os.environ["MEMORY_SEMANTIC"]
+    env.update(semantic_setting())
     env.update(extra_env or {})
     started = time.perf_counter()
     process = subprocess.Popen(
