@@ -534,7 +534,7 @@ class SubstringIndex:
         """Add each term's WordNet relations (`related_words`) that the memory holds, at a fraction of the term's
         weight, so "spouse" finds "husband" and "dog" finds "beagle" below anything that says the word itself.
         Never a stop word ("shoulder" stems like "should"), nor one too common to be scored (`_scores`)."""
-        indexed = max(1, self._live - len(self._pending))
+        indexed = self._indexed()
         left = QUERY_EXPANSION_BUDGET
         for index, term in enumerate(terms):
             held: list[tuple[float, int, str]] = []
@@ -568,7 +568,7 @@ class SubstringIndex:
     def _scores(self, weights: dict[str, TermWeight]) -> tuple[dict[int, float], dict[int, float]]:
         """BM25 over the weighted fields, times the share of the query's weight each document covers (a query term
         counts once, through the best of its stems: itself, a spelling correction or a related word)."""
-        indexed = max(1, self._live - len(self._pending))
+        indexed = self._indexed()
         base, slope = K1 * (1 - B), K1 * B / max(1.0, self._total_length / indexed)
         lengths, names = self._lengths, self._names
         by_term: dict[int, list[tuple[str, float, bool]]] = {}
@@ -583,8 +583,10 @@ class SubstringIndex:
             best: dict[int, float] = {}
             term_weight = 0.0
             for term, weight, related in stems:
-                if self._too_common(term, indexed, EXPANSION_MAX_SHARE if related else common):
-                    continue  # a word most entities hold says next to nothing, and counting it costs the most
+                # A word most entities hold says next to nothing, and counting it costs the most (a related word
+                # was already held to EXPANSION_MAX_SHARE by `_expand`).
+                if not related and self._too_common(term, indexed, common):
+                    continue
                 frequency = self._frequencies(term)
                 df = min(len(frequency), indexed)
                 if not df:
@@ -603,6 +605,10 @@ class SubstringIndex:
         share = {doc: weight / (total or 1.0) for doc, weight in covered.items()}
         keep = 1 - COVERAGE
         return {doc: value * (keep + COVERAGE * share[doc]) for doc, value in score.items()}, share
+
+    def _indexed(self) -> int:
+        """Live documents already indexed (at least 1): the N of BM25's idf."""
+        return max(1, self._live - len(self._pending))
 
     def _too_common(self, term: str, indexed: int, share: float) -> bool:
         """Whether more than `share` of the indexed documents hold the stem (its BM25 weight is then near 0)."""
