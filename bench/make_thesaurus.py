@@ -44,6 +44,7 @@ def tagged_counts(folder: Path) -> dict[str, dict[str, int]]:
     return counts
 
 
+@lru_cache(maxsize=2)
 def read_index(folder: Path, pos: str) -> dict[str, list[str]]:
     """lemma -> its tagged (common) senses' synset offsets, most frequent first. A lemma whose senses in this part
     of speech were seen tagged under POS_SHARE as often as in the other (seen at least POS_MIN_USES times) is
@@ -70,6 +71,12 @@ def read_index(folder: Path, pos: str) -> dict[str, list[str]]:
 Synset = tuple[list[str], list[tuple[str, str]], list[tuple[str, str]], str]
 
 
+@lru_cache(maxsize=1)
+def all_synsets(folder: Path) -> dict[tuple[str, str], Synset]:
+    """Every noun and verb synset (each table reads them: read once)."""
+    return {**read_data(folder, "noun"), **read_data(folder, "verb")}
+
+
 def read_data(folder: Path, pos: str) -> dict[tuple[str, str], Synset]:
     """synset offset -> (its words, the offsets of its hypernyms, hyponyms and derivations, the offsets of its
     hyponyms alone, its definition)."""
@@ -92,7 +99,7 @@ def read_data(folder: Path, pos: str) -> dict[tuple[str, str], Synset]:
 
 def relations(folder: Path) -> dict[str, tuple[set[str], set[str]]]:
     table: dict[str, tuple[set[str], set[str]]] = {}
-    synsets = {**read_data(folder, "noun"), **read_data(folder, "verb")}
+    synsets = all_synsets(folder)
     for pos in ("noun", "verb"):
         common = read_index(folder, pos)
         for lemma, offsets in common.items():
@@ -104,7 +111,8 @@ def relations(folder: Path) -> dict[str, tuple[set[str], set[str]]]:
                 words, linked, _, _ = synsets[(pos[0], offset)]
                 same.update(stem(w) for w in words if w.isalpha())
                 for other in linked:
-                    near.update(stem(w) for w in synsets[other][0] if w.isalpha()) if other in synsets else None
+                    if other in synsets:
+                        near.update(stem(w) for w in synsets[other][0] if w.isalpha())
             same.discard(key)
             near.difference_update(same | {key})
     return table
@@ -113,7 +121,7 @@ def relations(folder: Path) -> dict[str, tuple[set[str], set[str]]]:
 def kinds(folder: Path, table: dict[str, tuple[set[str], set[str]]]) -> dict[str, set[str]]:
     """stem -> the words of its kinds two and three levels down (a dog's hounds' beagles), beyond its near words:
     what a memory names ("Beagle") is often a kind of what a person asks about ("the dog")."""
-    synsets = {**read_data(folder, "noun"), **read_data(folder, "verb")}
+    synsets = all_synsets(folder)
     found: dict[str, set[str]] = {}
     for pos in ("noun", "verb"):
         for lemma, offsets in read_index(folder, pos).items():
@@ -139,7 +147,7 @@ def defined(folder: Path) -> dict[str, set[str]]:
     """definition word -> the words WordNet defines with it ("gland" -> hyperthyroidism, "an overactive thyroid
     gland"), over the common senses of every noun and verb; a word used in more than MAX_DEFINED definitions
     ("person", "act") names no particular thing and is left out."""
-    synsets = {**read_data(folder, "noun"), **read_data(folder, "verb")}
+    synsets = all_synsets(folder)
     found: dict[str, set[str]] = {}
     for pos in ("noun", "verb"):
         seen: set[tuple[str, str]] = set()
