@@ -59,7 +59,7 @@ from lessons.signature import evidence_words, shape
 from memory_graph.errors import ConflictError, InvalidInputError, MemoryGraphError, NotFoundError
 from memory_graph.graph import LESSONS, ImportSummary
 from memory_graph.search import closest_name
-from memory_graph.storage import Key, StoreEngine, merge_records, read_side_cache, write_side_cache
+from memory_graph.storage import Key, StoreEngine, code_tag, merge_records, read_side_cache, write_side_cache
 
 log = logging.getLogger(__name__)
 MAX_CONTEXT_CHARS = 1_048_576
@@ -184,6 +184,21 @@ class LessonService:
         self.index = LessonIndex()
         self.lookups = LookupJournal()
         store.add_listener(self)
+
+    # The start snapshot keeps the lesson records (the graph's own, shared in the file); the index is built from
+    # them as from a load, its signatures read from the side cache.
+    snapshot_name = "lessons"
+
+    def snapshot_version(self) -> str:
+        return code_tag([__file__])
+
+    def snapshot_state(self) -> dict[str, dict[str, Any]]:
+        return self.records
+
+    def restore_state(self, state: dict[str, dict[str, Any]]) -> None:
+        if any(not isinstance(record, dict) for record in state.values()):
+            raise ValueError("a lesson record is not an object")
+        self.records_changed(LESSONS, [], list(state.values()))
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         if collection != LESSONS:

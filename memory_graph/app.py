@@ -101,6 +101,13 @@ def side_file(settings: Settings, store: StoreEngine, kind: str) -> Path:
     return settings.cache_dir / kind / f"{digest}.jsonl"
 
 
+def snapshot_file(settings: Settings, store: StoreEngine) -> Path:
+    """Where the file engine keeps its start snapshot: in this machine's cache folder (a binary file of derived
+    data has no place among the memory's readable files, nor in a folder that may be synced or backed up)."""
+    digest = hashlib.sha1(store.location.encode()).hexdigest()[:16]
+    return settings.cache_dir / "snapshots" / f"{digest}.bin"
+
+
 def semantic_index(settings: Settings, store: StoreEngine) -> SemanticIndex | None:
     """Recall by meaning when MEMORY_SEMANTIC and the installed extras allow it (nothing of it is imported here)."""
     if settings.semantic == "off":
@@ -123,6 +130,7 @@ def build_services(settings: Settings) -> Services:
     lessons = LessonService(store, graph, settings.project, side_file(settings, store, "signatures"))
     history = HistoryService(store, graph)
     graph.last_change = history.last_change
+    store.keep_snapshot(snapshot_file(settings, store))
     return Services(settings, store, graph, lessons, history)
 
 

@@ -131,7 +131,11 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         from memory_graph.stdio import run_stdio
 
         app.start_loading()
-        return run_stdio(app.server)
+        try:
+            return run_stdio(app.server)
+        finally:
+            if not app.selection.pending:
+                app.store.close()  # saves the start snapshot if this session changed the memory
     from memory_graph.http import check_binding, run_http
 
     host = args.host or settings.host

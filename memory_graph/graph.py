@@ -11,12 +11,15 @@ import base64
 import heapq
 import json
 import logging
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
 
+from memory_graph import search as search_module
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
 from memory_graph.history import MergedEntities, ObservationUpdate, RenamedEntity, UpdatedObservations
 from memory_graph.model import (
@@ -43,7 +46,7 @@ from memory_graph.model import (
 )
 from memory_graph.search import SubstringIndex, check_query, closest_name, fuse, prepare
 from memory_graph.semantic import SemanticIndex
-from memory_graph.storage import Key, StoreEngine, Transaction, entity_key, merge_records, relation_key
+from memory_graph.storage import Key, StoreEngine, Transaction, code_tag, entity_key, merge_records, relation_key
 
 MEMORY = "memory"
 LESSONS = "lesson"
@@ -103,7 +106,9 @@ SMALL_DEGREE = 8
 
 
 class GraphState:
-    """The in-memory graph and its indexes, fed by the store (a `ChangeListener`)."""
+    """The in-memory graph and its indexes, fed by the store (a `ChangeListener`, kept in its start snapshot)."""
+
+    snapshot_name = "graph"
 
     def __init__(self) -> None:
         self.entities: dict[str, dict[str, Any]] = {}
@@ -114,6 +119,31 @@ class GraphState:
         self.index = SubstringIndex()
         self._ordinal: dict[str, int] = {}
         self._next_ordinal = 0
+
+    def snapshot_version(self) -> str:
+        # Arrays are kept as their bytes: native item size and byte order.
+        return code_tag([__file__, search_module.__file__], str(array("i").itemsize), sys.byteorder)
+
+    def snapshot_state(self) -> dict[str, Any]:
+        return {
+            "entities": self.entities,
+            "home": self.home,
+            "relations": self.relations,
+            "by_node": self.by_node,
+            "ordinal": self._ordinal,
+            "next_ordinal": self._next_ordinal,
+            "index": self.index.snapshot_state(),
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        index = SubstringIndex()
+        index.restore_state(state["index"])
+        entities, home, ordinal = dict(state["entities"]), dict(state["home"]), dict(state["ordinal"])
+        if not (len(entities) == len(home) == len(ordinal)):
+            raise ValueError("the graph's entity tables differ in length")
+        self.entities, self.home, self._ordinal, self.index = entities, home, ordinal, index
+        self.relations, self.by_node = dict(state["relations"]), dict(state["by_node"])
+        self._next_ordinal = int(state["next_ordinal"])
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         for key in removed:

@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from itertools import repeat, zip_longest
+from typing import Any
 
 from rapidfuzz import fuzz, process
 
@@ -260,6 +261,12 @@ def _grams(word: str) -> set[str]:
     return {word[i : i + GRAM] for i in range(len(word) - GRAM + 1)}
 
 
+def _int_array(data: bytes) -> array[int]:
+    ids = array("i")
+    ids.frombytes(data)
+    return ids
+
+
 def _fields_of(text: str) -> list[tuple[int, str]]:
     """(field kind, lower-cased field) of a stored text: the name, the type, then the body."""
     parts = text.split(FIELD_SEPARATOR)
@@ -383,6 +390,45 @@ class SubstringIndex:
         self._pending = {new_id[d]: None for d in self._pending}
         self._doc_of = {name: i for i, name in enumerate(self._names) if name is not None}
         self._dead = 0
+
+    # -- the start snapshot ----------------------------------------------------------------------------------------
+    def snapshot_state(self) -> dict[str, Any]:
+        """Everything the index holds, as plain containers (arrays as their bytes)."""
+        return {
+            "doc_of": self._doc_of,
+            "names": self._names,
+            "texts": self._texts,
+            "lengths": self._lengths.tobytes(),
+            "fields_with_separator": self._fields_with_separator,
+            "pending": list(self._pending),
+            "word_ids": self._word_ids,
+            "words": self._words,
+            "stem_of_word": self._stem_of_word.tobytes(),
+            "words_with_gram": {gram: ids.tobytes() for gram, ids in self._words_with_gram.items()},
+            "stem_ids": self._stem_ids,
+            "stems": self._stems,
+            "postings": [docs.tobytes() for docs in self._postings],
+            "counts": (self._live, self._dead, self._total_length, self._warm),
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Take a `snapshot_state` (of an empty index; every field is replaced, or none if the state is bad)."""
+        lengths, stem_of_word = _int_array(state["lengths"]), _int_array(state["stem_of_word"])
+        grams = {gram: _int_array(ids) for gram, ids in state["words_with_gram"].items()}
+        postings = [_int_array(docs) for docs in state["postings"]]
+        live, dead, total_length, warm = state["counts"]
+        names, texts, words, stems = state["names"], state["texts"], state["words"], state["stems"]
+        if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
+            raise ValueError("the search index's tables differ in length")
+        if len(stems) != len(postings):
+            raise ValueError("the search index's stems and postings differ in length")
+        self._doc_of, self._names, self._texts, self._lengths = dict(state["doc_of"]), names, texts, lengths
+        self._fields_with_separator = dict(state["fields_with_separator"])
+        self._pending = dict.fromkeys(state["pending"])
+        self._word_ids, self._words, self._stem_of_word = dict(state["word_ids"]), words, stem_of_word
+        self._words_with_gram, self._stem_ids = grams, dict(state["stem_ids"])
+        self._stems, self._postings = stems, postings
+        self._live, self._dead, self._total_length, self._warm = int(live), int(dead), int(total_length), bool(warm)
 
     # -- the substring tier ----------------------------------------------------------------------------------
     def _candidates(self, fragment: str) -> set[int] | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_graph.errors import InvalidInputError
-from memory_graph.storage import Key, read_vectors, write_vectors
+from memory_graph.storage import Key, code_tag, read_vectors, write_vectors
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,22 @@ class SemanticIndex:
         self._numpy: Any = None
 
     # -- the store's notifications -------------------------------------------------------------------------------
+    snapshot_name = "semantic"  # the start snapshot keeps each entity's text; the vectors are in the side file
+
+    def snapshot_version(self) -> str:
+        return code_tag([__file__])
+
+    def snapshot_state(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._texts)
+
+    def restore_state(self, state: dict[str, str]) -> None:
+        texts = {str(name): str(text) for name, text in state.items()}
+        with self._lock:
+            self._texts = texts
+            self._pending = set(texts)  # as after hearing every record: the side file's vectors are matched later
+        self._wake.set()
+
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         with self._lock:
             for key in removed:

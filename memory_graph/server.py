@@ -280,6 +280,9 @@ class App:
             if self.graph.semantic is not None:
                 self.graph.semantic.start()  # the model loads in its own thread; the first search waits for it
             self.graph.warm_up()
+            # After the index is built, so the next start restores it too (written only if the load changed
+            # anything since the snapshot it restored).
+            self.store.save_snapshot()
         except MemoryGraphError as exc:
             # The first call reports it too, and retries: a database that comes back is used from then on.
             log.error("could not load the memory: %s", exc)

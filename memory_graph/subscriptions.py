@@ -77,6 +77,19 @@ class GraphSubscriptions:
     def stop(self) -> None:
         self._stopped.set()
 
+    # Kept in the start snapshot as nothing: a restored store has no subscriber to tell (and no record to parse
+    # for one).
+    snapshot_name = "subscriptions"
+
+    def snapshot_version(self) -> str:
+        return ""
+
+    def snapshot_state(self) -> None:
+        return None
+
+    def restore_state(self, state: None) -> None:
+        return None
+
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         with self._lock:
             subscribers = list(self._sessions.items())

@@ -15,6 +15,7 @@ its modules directly (tests/test_project.py checks it).
 - postgres.py: the PostgreSQL engine (the `postgres` extra), imported only when MEMORY_DATABASE_URL is set
 - sources.py: reading other memories' files for import
 - side_cache.py, vectors.py: the services' side caches (lesson signatures, embeddings), never trusted
+- snapshot.py: the start snapshot (what a load built, restored by the next start, which reads only what changed)
 """
 
 from typing import Any
@@ -29,10 +30,11 @@ from memory_graph.storage.codec import (
     record_key,
     relation_key,
 )
-from memory_graph.storage.engine import ChangeListener, StoreEngine, Transaction, copy_records
+from memory_graph.storage.engine import ChangeListener, Snapshotting, StoreEngine, Transaction, copy_records
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.layout import folder_usage
 from memory_graph.storage.side_cache import read_side_cache, write_side_cache
+from memory_graph.storage.snapshot import code_tag
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
 from memory_graph.storage.store import Store
 from memory_graph.storage.vectors import read_vectors, write_vectors
@@ -43,11 +45,13 @@ __all__ = [
     "CheckReport",
     "Key",
     "RecordCheck",
+    "Snapshotting",
     "SourceRecord",
     "Store",
     "StoreEngine",
     "Transaction",
     "atomic_write",
+    "code_tag",
     "copy_records",
     "entity_key",
     "files_to_import",

@@ -55,6 +55,17 @@ class Deferred:
     generation: str | None
 
 
+def _lines_of(keys: list[Key | None], texts: list[str], merged: dict[Key, str]) -> ShardLines:
+    """A shard's held lines from its file's lines and their keys, as a load holds them: each key at its first line,
+    a key met twice holding its merged line."""
+    lines: ShardLines = {}
+    for key, text in zip(keys, texts, strict=True):
+        if key is not None:
+            lines[key] = text
+    lines.update(merged)
+    return lines
+
+
 class Collection:
     def __init__(
         self, name: str, names: ShardNames, shard_lines: int, check: RecordCheck | None = None, lazy: bool = False
@@ -327,6 +338,89 @@ class Collection:
         # A copy in another, unchanged shard changed or vanished.
         upserted.extend(self.record(key, fresh) for key in keys)
         return upserted
+
+    # -- the start snapshot (snapshot.py) ---------------------------------------------------------------------
+    def snapshot_state(self) -> list[tuple[Any, ...]] | None:
+        """What a snapshot keeps of this collection, per shard: index, stat, generation, line count, the key of
+        each line of the file (None for a blank line) and the held lines that are no line of the file (a record
+        written twice, held merged). The lines themselves are read back from the unchanged file. None when it
+        cannot be kept: a shard with unreadable lines, or one that changed on disk since it was read."""
+        if self.deferred:
+            return None
+        state: list[tuple[Any, ...]] = []
+        for index in sorted(self.shards):
+            shard = self.shards[index]
+            if shard.problems or shard.stat is None or shard.stat != file_stat(self.names.path(index)):
+                return None
+            texts = self._file_lines(index)
+            if texts is None:
+                return None
+            key_of = {line: key for key, line in shard.lines.items()}
+            path = self.names.path(index)
+            keys: list[Key | None] = []
+            for text in texts:
+                key = key_of.get(text)
+                if key is None:  # a duplicate, a blank line, a line ending in \r: parsed to tell its key
+                    records = parse_text(path, text, self.check).records
+                    key = records[0][0] if records else None
+                keys.append(key)
+            in_file = set(texts)
+            merged = {key: line for key, line in shard.lines.items() if line not in in_file}
+            if _lines_of(keys, texts, merged) != shard.lines or list(_lines_of(keys, texts, merged)) != list(
+                shard.lines
+            ):
+                return None
+            state.append((index, shard.stat, shard.generation, shard.line_count, keys, merged))
+        return state
+
+    def restore_state(self, state: list[tuple[Any, ...]]) -> set[int]:
+        """Hold the shards a snapshot kept (before any load). A shard whose file still has the snapshot's stat is
+        held with its lines read back; one that changed since is held with its keys only, each with an empty
+        line that no real line equals, and no stat, so the reload that follows reads it and reports every
+        difference. Returns the indexes of the shards held that way."""
+        shards: dict[int, Shard] = {}
+        changed: set[int] = set()
+        for index, stat, generation, line_count, keys, merged in state:
+            stat = tuple(stat)
+            texts = self._file_lines(index) if file_stat(self.names.path(index)) == stat else None
+            if texts is None or len(texts) != len(keys):
+                changed.add(index)
+                held = dict.fromkeys((key for key in keys if key is not None), "")
+                shards[index] = Shard(held, None, generation, [], line_count)
+            else:
+                shards[index] = Shard(_lines_of(keys, texts, merged), stat, generation, [], line_count)
+        self.shards = shards
+        self.locations = {}
+        for index in sorted(shards):
+            lines = shards[index].lines
+            if not self.locations:
+                self.locations = dict.fromkeys(lines, self._only_in(index))
+                continue
+            for key in lines:
+                self._locate(key, index)
+        return changed
+
+    def restored_records(self, changed: set[int]) -> list[dict[str, Any]]:
+        """Every record held after `restore_state` except those of shards that changed since (the reload reports
+        those), in file order: for listeners that keep no snapshot of their own."""
+        records: list[dict[str, Any]] = []
+        for index in sorted(set(self.shards) - changed):
+            for key in self.shards[index].lines:
+                where = self.locations[key]
+                if where[0] == index and changed.isdisjoint(where):
+                    records.append(self.record(key))
+        return records
+
+    def _file_lines(self, index: int) -> list[str] | None:
+        """A shard file's lines as the parser sees them (a last line may lack its newline)."""
+        try:
+            text = self.names.path(index).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return lines
 
     # -- after a commit -------------------------------------------------------------------------------------
     def read_appended(self, index: int) -> list[dict[str, Any]] | None:

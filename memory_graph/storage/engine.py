@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from memory_graph.errors import ConflictError
 from memory_graph.storage.check import CheckReport
@@ -30,6 +30,26 @@ from memory_graph.storage.placement import Changes
 class ChangeListener(Protocol):
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         """Called with the store held, after the change is stored (or was found stored by another process)."""
+
+
+@runtime_checkable
+class Snapshotting(Protocol):
+    """A listener whose state the file engine's start snapshot keeps (snapshot.py): restored at a start instead of
+    hearing every record, then told the differences. Its state is plain containers (what marshal writes)."""
+
+    snapshot_name: str
+
+    def snapshot_version(self) -> str:
+        """Names the code that shapes the state (a digest of its source): a snapshot of other code is not used."""
+        ...
+
+    def snapshot_state(self) -> Any:
+        """The state, called with the store held (nothing changes meanwhile)."""
+        ...
+
+    def restore_state(self, state: Any) -> None:
+        """Take a state `snapshot_state` made, before any record is heard; all or nothing (raise, change none)."""
+        ...
 
 
 class RecordSource(Protocol):
@@ -123,8 +143,17 @@ class StoreEngine(ABC):
             pass
 
     def close(self) -> None:
-        """Let go of connections and threads (the file engine holds none between calls)."""
+        """Let go of connections and threads (the file engine holds none between calls; it saves its start
+        snapshot, when it keeps one)."""
         return None
+
+    def keep_snapshot(self, path: Path) -> None:
+        """Keep a start snapshot in `path` (the file engine; a database loads from its own indexes)."""
+        return None
+
+    def save_snapshot(self) -> bool:
+        """Write the start snapshot now if it is kept and out of date; whether one was written."""
+        return False
 
     # -- shared rules ----------------------------------------------------------------------------------------
     def add_listener(self, listener: ChangeListener) -> None:

@@ -73,14 +73,15 @@ def _mode_for(target: Path) -> int:
         return NEW_FILE_MODE
 
 
-def _write_temp(target: Path, content: str, durable: bool = True) -> Path:
+def _write_temp(target: Path, content: str | bytes, durable: bool = True) -> Path:
     temp = temp_name(target)
     mode = _mode_for(target)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         os.fchmod(fd, mode)  # exactly the target's mode, whatever the umask
-        with open(fd, "w", encoding="utf-8", newline="\n", closefd=False) as handle:
-            handle.write(content)
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        with open(fd, "wb", closefd=False) as handle:
+            handle.write(data)
             handle.flush()
             if durable:
                 os.fsync(fd)
@@ -95,7 +96,7 @@ def _write_temp(target: Path, content: str, durable: bool = True) -> Path:
 
 def atomic_write(
     target: Path,
-    content: str,
+    content: str | bytes,
     durable: bool = True,
     before_replace: Callable[[], None] | None = None,
     sync_folder: bool = True,

@@ -1,0 +1,294 @@
+"""The start snapshot (storage/snapshot.py): a restart restores what a load built and catches up from the files,
+so it answers exactly what a fresh load of the files answers, whatever happened to them since."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lessons.model import ErrorQuery, LessonInput
+from memory_graph.app import Services, build_services
+from memory_graph.config import Settings
+from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
+from memory_graph.storage import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARD = 40
+
+
+def settings(folder: Path, cache: Path) -> Settings:
+    return Settings(
+        memory_file=folder / "memory.json",
+        lesson_file=folder / "lesson.json",
+        shard_lines=SHARD,
+        cache_dir=cache,
+        semantic="off",
+    )
+
+
+def services(folder: Path, cache: Path) -> Services:
+    built = build_services(settings(folder, cache))
+    assert isinstance(built.store, Store)
+    built.store.snapshot_min_records = 0  # every store here is small
+    return built
+
+
+def lesson(name: str, message: str) -> LessonInput:
+    return LessonInput.model_validate(
+        {
+            "name": name,
+            "entityType": "lesson",
+            "errorPattern": {"type": "runtime", "message": message, "context": "running the tests"},
+            "observations": [f"the fix for {message}"],
+            "verificationSteps": [{"command": "make test", "expectedOutput": "ok"}],
+        }
+    )
+
+
+def fill(built: Services, count: int = 150) -> None:
+    graph = built.graph
+    graph.create_entities(
+        [Entity(name=f"Person {i}", entityType="person", observations=[f"likes topic{i % 7}"]) for i in range(count)]
+    )
+    graph.create_relations(
+        [
+            Relation.model_validate({"from": f"Person {i}", "to": f"Person {(i * 3) % count}", "relationType": "knows"})
+            for i in range(count)
+        ]
+    )
+    built.lessons.create_lesson(lesson("KEY_MISSING", "KeyError: 'database'"))
+    built.lessons.create_lesson(lesson("PORT_TAKEN", "Error: listen EADDRINUSE: address already in use :::3000"))
+
+
+def answers(built: Services) -> dict[str, Any]:
+    """Everything a client can read, to compare two servers on the same files."""
+    graph = built.graph
+    state = graph.state
+    return {
+        "graph": graph.read_graph().model_dump(by_alias=True),
+        "search": [graph.search_nodes(q).model_dump(by_alias=True) for q in ("topic3", "person likes", "Persn 12")],
+        "open": graph.open_nodes(["Person 5", "Person 149", "KEY_MISSING"]).model_dump(by_alias=True),
+        "order": list(state.entities),
+        "ordinals": sorted(state.relations.items()),
+        "by_node": {name: sorted(keys) for name, keys in state.by_node.items()},
+        "lessons": [
+            m.name
+            for m in built.lessons.find_similar_errors(
+                ErrorQuery.model_validate({"type": "runtime", "message": "KeyError: 'user'"})
+            ).matches
+        ],
+        "lesson records": built.lessons.records,
+    }
+
+
+def content(built: Services) -> dict[str, Any]:
+    """What the memory holds, whatever the order it was heard in."""
+    graph = built.graph.read_graph().model_dump(by_alias=True)
+    return {
+        "entities": sorted(json.dumps(e, sort_keys=True) for e in graph["entities"]),
+        "relations": sorted(json.dumps(r, sort_keys=True) for r in graph["relations"]),
+        "lesson records": built.lessons.records,
+    }
+
+
+def fresh_content(folder: Path, tmp_path: Path) -> dict[str, Any]:
+    """A load from the files alone (an empty cache folder of its own)."""
+    cache = tmp_path / f"fresh-{len(list(tmp_path.glob('fresh-*')))}"
+    return content(services(folder, cache))
+
+
+def snapshot_written(folder: Path, cache: Path) -> Services:
+    first = services(folder, cache)
+    first.graph.warm_up()
+    assert first.store.save_snapshot()
+    assert len(list((cache / "snapshots").glob("*.bin"))) == 1
+    return first
+
+
+def restarted(folder: Path, cache: Path) -> Services:
+    again = services(folder, cache)
+    again.store.open()
+    return again
+
+
+def test_a_restart_restores_the_snapshot_and_answers_as_a_fresh_load(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    assert len(list(folder.glob("memory*.json"))) > 3  # several shards
+    again = restarted(folder, cache)
+    assert isinstance(again.store, Store) and again.store.restored_from_snapshot
+    assert again.graph.state.index._warm  # the index came built
+    assert answers(again) == answers(first) == answers(services(folder, tmp_path / "fresh"))
+    assert not again.store.save_snapshot()  # nothing changed since it was written
+
+
+def test_a_restart_catches_up_with_what_changed_after_the_snapshot(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    # Another server, started without the snapshot, changes the memory afterwards.
+    other = services(folder, tmp_path / "other-cache")
+    other.graph.create_entities([Entity(name="Newcomer", entityType="person", observations=["arrived late"])])
+    other.graph.create_entities([Entity(name=f"Later {i}", entityType="person", observations=[]) for i in range(60)])
+    other.graph.delete_entities(["Person 7", "Person 90"])
+    other.graph.add_observations([ObservationAddition(entityName="Person 12", contents=["now likes topic99"])])
+    other.graph.delete_observations([ObservationDeletion(entityName="Person 13", observations=["likes topic6"])])
+    other.graph.create_relations(
+        [Relation.model_validate({"from": "Newcomer", "to": "Person 1", "relationType": "met"})]
+    )
+    other.graph.delete_entities(["PORT_TAKEN"])  # a lesson is an entity
+    again = restarted(folder, cache)
+    assert isinstance(again.store, Store) and again.store.restored_from_snapshot
+    # Exactly what the server that wrote the snapshot holds once it has followed the changes (new records come
+    # after the ones it held, as for any server that hears of another's commit); the same memory as a fresh load.
+    assert answers(again) == answers(first)
+    assert content(again) == fresh_content(folder, tmp_path)
+    assert "Person 7" not in again.graph.state.entities and "Later 59" in again.graph.state.entities  # a new shard
+    assert again.graph.search_nodes("topic99").entities[0].name == "Person 12"
+    assert again.store.save_snapshot()  # what it holds is newer than the snapshot
+
+
+def test_a_shard_edited_by_hand_or_removed_after_the_snapshot_is_read(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    shards = sorted(folder.glob("memory-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    edited = shards[0]
+    lines = edited.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["observations"] = ["edited by hand"]
+    edited.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n", encoding="utf-8")
+    removed = [json.loads(line) for line in shards[1].read_text(encoding="utf-8").splitlines()]
+    gone = {record["name"] for record in removed if record["type"] == "entity"}
+    assert gone
+    shards[1].unlink()  # its records are gone from the memory
+    again = restarted(folder, cache)
+    assert isinstance(again.store, Store) and again.store.restored_from_snapshot
+    assert isinstance(first.store, Store)
+    first.store._hand_edit_interval = 0  # it looks for hand edits at its next read, not a second later
+    assert answers(again) == answers(first)
+    assert content(again) == fresh_content(folder, tmp_path)
+    assert again.graph.state.entities[record["name"]]["observations"] == ["edited by hand"]
+    assert gone.isdisjoint(again.graph.state.entities)
+
+
+def test_a_file_with_twice_written_records_and_blank_lines_is_restored_as_loaded(tmp_path: Path) -> None:
+    """The official server can write a record twice; a load holds it merged, and so does a restore."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    folder.mkdir()
+    records = [{"type": "entity", "name": f"E{i}", "entityType": "thing", "observations": [f"o{i}"]} for i in range(30)]
+    records.insert(10, {"type": "entity", "name": "E3", "entityType": "thing", "observations": ["another copy"]})
+    records.insert(12, {"type": "relation", "from": "E1", "to": "E2", "relationType": "r"})
+    records.insert(13, {"type": "relation", "from": "E1", "to": "E2", "relationType": "r"})
+    text = "\n".join(json.dumps(r) for r in records[:20]) + "\n\n" + "\n".join(json.dumps(r) for r in records[20:])
+    (folder / "memory.json").write_text(text, encoding="utf-8")  # no final newline, as the official server writes
+    snapshot_written(folder, cache)
+    again = restarted(folder, cache)
+    assert isinstance(again.store, Store) and again.store.restored_from_snapshot
+    assert again.graph.state.entities["E3"]["observations"] == ["o3", "another copy"]
+    assert answers(again) == answers(services(folder, tmp_path / "fresh"))
+    assert (folder / "memory.json").read_text(encoding="utf-8") == text  # a restore writes nothing
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "cut short", "other code", "garbage"])
+def test_a_damaged_or_foreign_snapshot_is_ignored(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    snapshot_written(folder, cache)
+    path = next((cache / "snapshots").glob("*.bin"))
+    data = bytearray(path.read_bytes())
+    if damage == "flipped byte":
+        data[len(data) // 2] ^= 0x55
+    elif damage == "cut short":
+        del data[len(data) // 3 :]
+    elif damage == "other code":
+        header, _, body = bytes(data).partition(b"\n")
+        fields = header.split(b" ")  # memory-graph snapshot <tag> <crc32> <length>
+        fields[2] = b"0123456789abcdef"
+        data = bytearray(b" ".join(fields) + b"\n" + body)
+    else:
+        data = bytearray(b"\x00\xffnot a snapshot at all")
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        again = restarted(folder, cache)
+    assert isinstance(again.store, Store) and not again.store.restored_from_snapshot
+    assert answers(again) == answers(services(folder, tmp_path / "fresh"))
+    if damage in ("flipped byte", "cut short"):
+        assert "damaged start snapshot" in caplog.text
+    assert again.store.save_snapshot()  # replaced by a good one
+
+
+def test_no_snapshot_of_a_store_with_unreadable_lines_or_too_few_records(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache), count=30)
+    shard = next(folder.glob("memory-*.json"))
+    shard.write_text(shard.read_text(encoding="utf-8") + "{not json\n", encoding="utf-8")
+    broken = services(folder, cache)
+    broken.store.open()
+    assert not broken.store.save_snapshot()  # its problems must be found by every start
+    assert broken.store.problems()
+    small = build_services(settings(tmp_path / "small", cache))
+    small.graph.create_entities([Entity(name="Only", entityType="one", observations=[])])
+    assert not small.store.save_snapshot()  # under SNAPSHOT_MIN_RECORDS
+    assert not (cache / "snapshots").exists()
+
+
+def test_the_server_writes_the_snapshot_and_its_next_start_restores_it(tmp_path: Path) -> None:
+    """Over stdio, as clients run it: the first server writes the snapshot after loading; the second restores it
+    (it says so in its log) and answers the same."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache-home"
+    folder.mkdir()
+    with open(folder / "memory.json", "w", encoding="utf-8") as out:
+        for i in range(21_000):
+            out.write(json.dumps({"type": "entity", "name": f"N{i}", "entityType": "t", "observations": [f"x{i}"]}))
+            out.write("\n")
+    env = {
+        **os.environ,
+        "MEMORY_FILE_PATH": str(folder / "memory.json"),
+        "XDG_CACHE_HOME": str(cache),
+        "MEMORY_LOG_LEVEL": "info",
+        "PYTHONPATH": str(ROOT),
+    }
+    calls = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "open_nodes", "arguments": {"names": ["N20999"]}},
+        },
+    ]
+    stdin = "".join(json.dumps(c) + "\n" for c in calls)
+
+    def run() -> tuple[dict[str, Any], str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "memory_graph"], input=stdin, capture_output=True, text=True, env=env, timeout=120
+        )
+        answer = next(json.loads(line) for line in done.stdout.splitlines() if json.loads(line).get("id") == 2)
+        return answer["result"], done.stderr
+
+    first, _ = run()
+    assert len(list((cache / "memory-graph" / "snapshots").glob("*.bin"))) == 1
+    second, log_text = run()
+    assert second == first and "N20999" in json.dumps(second)
+    assert "restored from the start snapshot" in log_text
