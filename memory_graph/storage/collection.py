@@ -355,6 +355,9 @@ class Collection:
             texts = self._file_lines(index)
             if texts is None:
                 return None
+            if texts == list(shard.lines.values()):  # the usual case: one line per record, as held
+                state.append((index, shard.stat, shard.generation, shard.line_count, list(shard.lines), {}))
+                continue
             key_of = {line: key for key, line in shard.lines.items()}
             path = self.names.path(index)
             keys: list[Key | None] = []
