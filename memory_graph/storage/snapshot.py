@@ -14,20 +14,23 @@ or length does not match (a torn or damaged file), reads as none and the start p
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import marshal
+import time
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from memory_graph.storage.files import atomic_write
+from memory_graph.storage.files import TEMP_SUFFIX, atomic_write
 
 log = logging.getLogger(__name__)
 
 MAGIC = b"memory-graph snapshot"
 MAX_HEADER = 256
+STALE_TEMP_SECONDS = 600.0
 
 
 def code_tag(modules: Iterable[str], *parts: str) -> str:
@@ -77,6 +80,12 @@ def encode_snapshot(tag: str, payload: Any) -> bytes:
 
 
 def write_snapshot(path: Path, content: bytes) -> None:
-    """Write a snapshot atomically (not fsynced: losing it costs one slower start)."""
+    """Write a snapshot atomically (not fsynced: losing it costs one slower start), after removing what a writer
+    killed mid-write left of an earlier one (a temp file as big as the snapshot) a while ago."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache folder
+    cutoff = time.time() - STALE_TEMP_SECONDS  # a younger one may be another process's write in progress
+    for temp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if temp.stat().st_mtime < cutoff:
+                temp.unlink()
     atomic_write(path, content, durable=False)

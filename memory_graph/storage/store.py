@@ -129,6 +129,7 @@ class Store(StoreEngine):
         self._snapshot: Path | None = None
         self.snapshot_min_records = SNAPSHOT_MIN_RECORDS
         self._snapshot_behind = True  # whether what is held differs from the snapshot on disk
+        self._snapshot_saving = threading.Lock()
         self.restored_from_snapshot = False  # for tests and benchmarks
 
     def owns(self, path: Path) -> bool:
@@ -343,6 +344,13 @@ class Store(StoreEngine):
         since the snapshot was written or restored. Never raises: a snapshot only saves time."""
         if self._snapshot is None or not self._opened:
             return False
+        # One save at a time, and a save at exit waits for one in progress (the loading thread is a daemon: the
+        # process must not end in the middle of its write).
+        with self._snapshot_saving:
+            return self._save_snapshot()
+
+    def _save_snapshot(self) -> bool:
+        assert self._snapshot is not None
         with self._thread_lock:
             if not self._snapshot_behind:
                 return False

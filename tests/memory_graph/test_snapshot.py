@@ -292,3 +292,17 @@ def test_the_server_writes_the_snapshot_and_its_next_start_restores_it(tmp_path:
     second, log_text = run()
     assert second == first and "N20999" in json.dumps(second)
     assert "restored from the start snapshot" in log_text
+
+
+def test_a_save_removes_what_a_writer_killed_mid_write_left_long_ago(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    path = next((cache / "snapshots").glob("*.bin"))
+    old, young = path.with_name(f".{path.name}.aaaa.tmp"), path.with_name(f".{path.name}.bbbb.tmp")
+    old.write_bytes(b"half a snapshot")
+    young.write_bytes(b"another process writing now")
+    os.utime(old, (1_000_000, 1_000_000))
+    first.graph.create_entities([Entity(name="One more", entityType="person", observations=[])])
+    assert first.store.save_snapshot()
+    assert not old.exists() and young.exists()
