@@ -5,6 +5,8 @@ For each size, N entities (3 observations each) and 2N relations are written str
 memory file for the files engine, the same records copied (COPY) into the tables for PostgreSQL. Then, for each
 engine in turn (alternating, so drift on a shared machine hits both):
 - cold start: a server is spawned on stdio, sent `initialize` and `search_nodes`, timed from spawn to the answer;
+- restart: the same after a first server answered one call and exited, leaving its start snapshot
+  (storage/snapshot.py; each run has a cache folder of its own);
 - warm calls, in process: create_entities of one new entity and search_nodes for a rare word, p50 and p95.
 
     .venv/bin/python bench/postgres_bench.py --sizes 1000,100000 --runs 3
@@ -32,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.startup_bench import request, rss_kb, semantic_setting, write_memory  # noqa: E402
-from memory_graph.app import services_for_folder  # noqa: E402
+from memory_graph.app import build_services  # noqa: E402
+from memory_graph.config import Settings  # noqa: E402
 from memory_graph.model import Entity  # noqa: E402
 from memory_graph.storage import PostgresStore, encode_key, record_key  # noqa: E402
 from tests import postgres_server  # noqa: E402
@@ -70,8 +73,9 @@ def load_database(url: str, memory: Path) -> None:
         cursor.execute("ANALYZE memory_graph_records")
 
 
-def cold_start(env: dict[str, str]) -> tuple[float, int]:
-    """Seconds from spawn to the first search_nodes answer, and RSS (KiB) after it."""
+def cold_start(env: dict[str, str], exit_gracefully: bool = False) -> tuple[float, int]:
+    """Seconds from spawn to the first search_nodes answer, and RSS (KiB) after it (`exit_gracefully`: then close
+    its input and wait for it to exit, as a client ends it; else kill it)."""
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "memory_graph"],
@@ -88,14 +92,25 @@ def cold_start(env: dict[str, str]) -> tuple[float, int]:
         call = {"name": "search_nodes", "arguments": {"query": "topic42"}}
         answer = request(process, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
         assert "result" in answer and not answer["result"].get("isError"), answer
-        return time.perf_counter() - started, rss_kb(process.pid)
+        figures = time.perf_counter() - started, rss_kb(process.pid)
+        if exit_gracefully:
+            process.stdin.close()
+            process.wait(timeout=600)
+        return figures
     finally:
         process.kill()
         process.wait()
 
 
 def warm_calls(folder: Path, url: str | None, calls: int, tag: str) -> dict[str, list[float]]:
-    services = services_for_folder(folder, database_url=url)
+    settings = Settings(
+        memory_file=folder / "memory.json",
+        lesson_file=folder / "lesson.json",
+        database_url=url,
+        cache_dir=folder / "cache" / "memory-graph",
+        semantic="off",
+    )
+    services = build_services(settings)
     services.store.open()
     graph = services.graph
     graph.warm_up()
@@ -149,10 +164,14 @@ def main() -> int:
                             env = {"MEMORY_FILE_PATH": str(run_folder / "memory.json")}
                         else:
                             env = {"MEMORY_DATABASE_URL": url}
-                        seconds, rss = cold_start(env)
+                        env["XDG_CACHE_HOME"] = str(run_folder / "cache")
+                        seconds, rss = cold_start(env, exit_gracefully=True)
                         row = figures[engine]
                         row.setdefault("first search_nodes s", []).append(seconds)
                         row.setdefault("RSS after it MB", []).append(rss / 1024)
+                        seconds, rss = cold_start(env)  # restores what the first one left
+                        row.setdefault("restart: first search_nodes s", []).append(seconds)
+                        row.setdefault("restart: RSS after it MB", []).append(rss / 1024)
                         warm = warm_calls(run_folder, env.get("MEMORY_DATABASE_URL"), args.calls, f"r{run}")
                         for metric, values in warm.items():
                             row.setdefault(f"{metric} p50", []).append(p(values, 0.5))

@@ -64,8 +64,8 @@ ENVIRONMENT = {
     "XDG_CACHE_HOME": (
         "`~/.cache`",
         "The per-user cache folder: the semantic extra's model is extracted below it, once "
-        "(`memory-graph/all-MiniLM-L6-v2/`), a database store's embeddings are kept there, and the file engine's "
-        "start snapshots (`memory-graph/snapshots/`).",
+        "(`memory-graph/all-MiniLM-L6-v2/`), a database store's embeddings are kept there, and the start "
+        "snapshots (`memory-graph/snapshots/`).",
     ),
     "MEMORY_SHARD_LINES": ("`1000`", "Most lines one shard file holds."),
     "MEMORY_HISTORY_DAYS": (

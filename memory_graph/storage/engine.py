@@ -10,21 +10,32 @@ PostgreSQL (postgres.py). A service never knows which one it runs on.
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 import sys
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from memory_graph.errors import ConflictError
+from memory_graph.errors import ConflictError, StorageError
+from memory_graph.storage import codec as codec_module
+from memory_graph.storage import snapshot as snapshot_module
 from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import HISTORY, Key
 from memory_graph.storage.history_log import change_events
 from memory_graph.storage.placement import Changes
+from memory_graph.storage.snapshot import code_tag, encode_snapshot, read_snapshot, write_snapshot
+
+log = logging.getLogger(__name__)
+
+# Below this many records a load takes well under a tenth of a second: no snapshot is worth its file.
+SNAPSHOT_MIN_RECORDS = 20_000
+SNAPSHOT_FORMAT = "1"
 
 
 class ChangeListener(Protocol):
@@ -96,12 +107,19 @@ class StoreEngine(ABC):
     """The store of one memory: its collections (`memory`, `lesson`, and `history` when it keeps one)."""
 
     collections: Mapping[str, RecordSource]
+    history_in_snapshot = False  # whether the start snapshot keeps the history (the files' loads lazily anyway)
 
     def __init__(self, actor: str | None) -> None:
         self.actor = actor
         self._listeners: list[ChangeListener] = []
         self._history_listeners: list[ChangeListener] = []
         self._event_ids = itertools.count()
+        self._opened = False
+        self._snapshot: Path | None = None
+        self.snapshot_min_records = SNAPSHOT_MIN_RECORDS
+        self._snapshot_behind = True  # whether what is held differs from the snapshot on disk
+        self._snapshot_saving = threading.Lock()
+        self.restored_from_snapshot = False  # for tests and benchmarks
 
     # -- what each engine provides ---------------------------------------------------------------------------
     @abstractmethod
@@ -147,13 +165,130 @@ class StoreEngine(ABC):
         snapshot, when it keeps one)."""
         return None
 
+    # -- the start snapshot (snapshot.py): each engine says what of its collections it keeps ------------------
     def keep_snapshot(self, path: Path) -> None:
-        """Keep a start snapshot in `path` (the file engine; a database loads from its own indexes)."""
-        return None
+        """Keep a start snapshot in `path`: restored by the next start, which then reads only what changed."""
+        self._snapshot = path
+
+    def _held(self) -> AbstractContextManager[Any]:
+        """The in-process hold of the store (nothing changes what it holds meanwhile)."""
+        raise NotImplementedError
+
+    def _snapshot_identity(self) -> list[str]:
+        """What the snapshot's tag must also name: the engine's module and the data it was made from."""
+        raise NotImplementedError
+
+    def _record_count(self) -> int:
+        raise NotImplementedError
+
+    def _collection_snapshot(self) -> Any | None:
+        """What the engine keeps of its collections (with the store held), or None when it cannot be kept."""
+        raise NotImplementedError
+
+    def _restore_collections(self, state: Any) -> dict[str, Callable[[], list[dict[str, Any]]]]:
+        """Hold what `_collection_snapshot` kept (raises ValueError, TypeError or KeyError, holding nothing, when
+        it is unusable); returns, per collection, how to get its records for listeners that keep no snapshot."""
+        raise NotImplementedError
+
+    def _forget_collections(self) -> None:
+        """Hold nothing again (a listener's restore failed after the collections were restored)."""
+        raise NotImplementedError
+
+    def _snapshot_tag(self, parts: list[Snapshotting]) -> str:
+        return code_tag(
+            [
+                __file__,
+                codec_module.__file__,
+                snapshot_module.__file__,
+                sys.modules[type(self).__module__].__file__ or "",
+            ],
+            SNAPSHOT_FORMAT,
+            *self._snapshot_identity(),
+            *(f"{part.snapshot_name}={part.snapshot_version()}" for part in parts),
+        )
+
+    def _snapshot_parts(self) -> list[Snapshotting]:
+        return [listener for listener in self._listeners if isinstance(listener, Snapshotting)]
+
+    def _restore_snapshot(self) -> bool:
+        """Before the first load: hold what the snapshot kept, if there is a usable one. Whether one was restored
+        (then the engine catches up from it as after another process's commit)."""
+        if self._snapshot is None:
+            return False
+        parts = self._snapshot_parts()
+        payload = read_snapshot(self._snapshot, self._snapshot_tag(parts))
+        if not isinstance(payload, dict) or not isinstance(payload.get("parts"), dict):
+            return False
+        part_states = payload["parts"]
+        names = [part.snapshot_name for part in parts]
+        if set(part_states) != set(names) or len(set(names)) != len(names):
+            return False
+        try:
+            records_of = self._restore_collections(payload.get("collections"))
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            log.warning("ignoring the start snapshot %s (%s); the store is read instead", self._snapshot, exc)
+            return False
+        for restored, part in enumerate(parts):
+            try:
+                part.restore_state(part_states[part.snapshot_name])
+            except (TypeError, ValueError, KeyError, IndexError) as exc:
+                if restored:  # cannot happen with this code's own snapshot (its tag and checksum matched)
+                    raise StorageError(
+                        f"the start snapshot {self._snapshot} is damaged ({exc}); delete it and start again"
+                    ) from exc
+                log.warning("ignoring the start snapshot %s (%s); the store is read instead", self._snapshot, exc)
+                self._forget_collections()
+                return False
+        # Listeners that keep no state of their own hear every record restored; the catch-up that follows tells
+        # everyone the rest.
+        for name, records in records_of.items():
+            listeners = self._history_listeners if name == HISTORY else self._listeners
+            others = [listener for listener in listeners if not isinstance(listener, Snapshotting)]
+            found = records() if others else []
+            for listener in others if found else []:
+                listener.records_changed(name, [], found)
+        self.restored_from_snapshot = True
+        self._snapshot_behind = False
+        log.info("restored from the start snapshot %s", self._snapshot)
+        return True
 
     def save_snapshot(self) -> bool:
-        """Write the start snapshot now if it is kept and out of date; whether one was written."""
-        return False
+        """Write the snapshot if one is kept, the store is big enough to gain from it, and what is held changed
+        since the snapshot was written or restored; whether one was written. Never raises: a snapshot only saves
+        time. One save at a time, and a save at exit waits for one in progress (a daemon thread's save must not
+        be cut off by the process ending)."""
+        if self._snapshot is None or not self._opened:
+            return False
+        with self._snapshot_saving:
+            return self._save_snapshot(self._snapshot)
+
+    def _save_snapshot(self, path: Path) -> bool:
+        with self._held():
+            if not self._snapshot_behind or self._record_count() < self.snapshot_min_records:
+                return False
+            parts = self._snapshot_parts()
+            collections = self._collection_snapshot()
+            if collections is None:
+                return False
+            payload = {
+                "collections": collections,
+                "parts": {part.snapshot_name: part.snapshot_state() for part in parts},
+            }
+            try:
+                content = encode_snapshot(self._snapshot_tag(parts), payload)
+            except ValueError as exc:  # a value marshal cannot write: nothing JSON holds, so never expected
+                log.warning("could not make the start snapshot (%s); the next start reads everything", exc)
+                return False
+            self._snapshot_behind = False
+        # Written with the store let go: a call waits for the snapshot to be made, not for the disk.
+        try:
+            write_snapshot(path, content)
+        except OSError as exc:
+            log.warning("could not write the start snapshot %s (%s); the next start reads everything", path, exc)
+            self._snapshot_behind = True
+            return False
+        log.info("start snapshot written: %s (%.1f MB)", path, len(content) / 1e6)
+        return True
 
     # -- shared rules ----------------------------------------------------------------------------------------
     def add_listener(self, listener: ChangeListener) -> None:
@@ -217,6 +352,8 @@ class StoreEngine(ABC):
 
     def _notify(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         if removed or upserted:
+            if collection != HISTORY or self.history_in_snapshot:
+                self._snapshot_behind = True
             listeners = self._history_listeners if collection == HISTORY else self._listeners
             for listener in listeners:
                 listener.records_changed(collection, removed, upserted)

@@ -26,11 +26,12 @@ The rules:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -221,6 +222,10 @@ class TableCollection:
         return key, record
 
 
+def _parsed(texts: dict[Key, str]) -> list[dict[str, Any]]:
+    return [json.loads(text) for text in texts.values()]
+
+
 @dataclass
 class _Rows:
     """A commit's rows, deletes before upserts (a name moved between collections frees its place first)."""
@@ -283,6 +288,7 @@ class PostgresStore(StoreEngine):
         self._listening: threading.Thread | None = None
         self._last_poll = 0.0
         self._closed = threading.Event()
+        self._store_births: list[str] = []
 
     @property
     def location(self) -> str:
@@ -362,10 +368,49 @@ class PostgresStore(StoreEngine):
             log.info("memory opened: %s", self.location)
 
     def close(self) -> None:
+        with suppress(StorageError):
+            self.save_snapshot()
         self._closed.set()
         if self._pool_open:
             self._pool.close()
             self._pool_open = False
+
+    # -- the start snapshot (snapshot.py; the shared rules are the engine's) -----------------------------------
+    history_in_snapshot = True
+
+    def _held(self) -> threading.RLock:
+        return self._thread_lock
+
+    def _snapshot_identity(self) -> list[str]:
+        return [safe_url(self.url), *(f"{name}@{store}" for name, store in self.store_of.items()), *self._store_births]
+
+    def _record_count(self) -> int:
+        return sum(len(c.texts) for name, c in self.collections.items() if name != HISTORY)
+
+    def _collection_snapshot(self) -> dict[str, Any]:
+        """Each collection's record texts as last read, and how far into each store's change log they are."""
+        return {
+            "texts": {name: c.texts for name, c in self.collections.items()},
+            "unreadable": {name: c.unreadable for name, c in self.collections.items()},
+            "applied": self._applied_seq,
+        }
+
+    def _restore_collections(self, state: Any) -> dict[str, Callable[[], list[dict[str, Any]]]]:
+        texts, unreadable, applied = state["texts"], state["unreadable"], state["applied"]
+        if set(texts) != set(self.collections) or set(unreadable) != set(self.collections):
+            raise ValueError("it holds other collections")
+        if set(applied) != set(self.stores):
+            raise ValueError("it holds other stores")
+        restored = {name: dict(texts[name]) for name in self.collections}
+        self._applied_seq = {store: int(applied[store]) for store in self.stores}
+        for name, collection in self.collections.items():
+            collection.texts, collection.unreadable = restored[name], dict(unreadable[name])
+        return {name: functools.partial(_parsed, collection.texts) for name, collection in self.collections.items()}
+
+    def _forget_collections(self) -> None:
+        for collection in self.collections.values():
+            collection.texts, collection.unreadable = {}, {}
+        self._applied_seq = dict.fromkeys(self.stores, 0)
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         """Bring the schema to this code's version (one migration at a time, under a lock); refuse a newer one."""
@@ -403,7 +448,15 @@ class PostgresStore(StoreEngine):
         except psycopg.Error as exc:
             raise StorageError(f"could not prepare the database {safe_url(self.url)}: {exc}") from exc
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one snapshot for the whole read
-        self._reload_all(conn)
+        # A store's creation time tells a database recreated under the same URL (its change log starts again)
+        # from the one a start snapshot was made of.
+        rows = conn.execute(
+            "SELECT store, created_at::text FROM memory_graph_stores WHERE store = ANY(%s) ORDER BY store",
+            (self.stores,),
+        ).fetchall()
+        self._store_births = [f"{store}@{born}" for store, born in rows]
+        if not self._restore_snapshot():  # else the catch-up that follows applies the change log since it
+            self._reload_all(conn)
         conn.commit()
         self._opened = True
         for collection in self.collections.values():

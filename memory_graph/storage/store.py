@@ -22,25 +22,24 @@ listeners never do.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import wait
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from memory_graph.errors import LineProblem, MemoryGraphError, StaleShardError, StorageError
-from memory_graph.storage import codec as codec_module
 from memory_graph.storage import collection as collection_module
-from memory_graph.storage import snapshot as snapshot_module
 from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_repair, report, scan
-from memory_graph.storage.codec import HISTORY, Key, RecordCheck, event_check, record_key
+from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
 from memory_graph.storage.collection import Collection, Reloaded
-from memory_graph.storage.engine import Snapshotting, StoreEngine, Transaction, public_caller
+from memory_graph.storage.engine import StoreEngine, Transaction, public_caller
 from memory_graph.storage.files import (
     BACKGROUND_FLUSH,
     FileWrite,
@@ -72,15 +71,11 @@ from memory_graph.storage.layout import (
 )
 from memory_graph.storage.lock import FolderLock, LockTimeout
 from memory_graph.storage.placement import Changes, Plan, plan_changes
-from memory_graph.storage.snapshot import code_tag, encode_snapshot, read_snapshot, write_snapshot
 from memory_graph.storage.stamp import Manifest, StampFile
 
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT_SECONDS = 60.0
-# Below this many records a load takes well under a tenth of a second: no snapshot is worth its file.
-SNAPSHOT_MIN_RECORDS = 20_000
-SNAPSHOT_FORMAT = "1"
 
 
 class Store(StoreEngine):
@@ -126,11 +121,6 @@ class Store(StoreEngine):
         self._last_full_check = 0.0
         self._opened = False
         self.bytes_written = 0  # for tests and benchmarks: what commits cost
-        self._snapshot: Path | None = None
-        self.snapshot_min_records = SNAPSHOT_MIN_RECORDS
-        self._snapshot_behind = True  # whether what is held differs from the snapshot on disk
-        self._snapshot_saving = threading.Lock()
-        self.restored_from_snapshot = False  # for tests and benchmarks
 
     def owns(self, path: Path) -> bool:
         """Whether a path is one of this store's data files (a shard by the naming rule, in its folder)."""
@@ -161,7 +151,8 @@ class Store(StoreEngine):
                 _make_folder(collection.names.folder)
                 _refuse_odd_files(collection.names.main_path, collection.stamp.path, self.journal)
             with self._locked(write=False), _collector_paused():
-                self._restore_snapshot()
+                if not any(c.shards or c.locations for c in self.collections.values()):
+                    self._restore_snapshot()
                 self._catch_up(startup=True)
                 self._opened = True
             log.info("memory opened: %s", ", ".join(str(c.names.main_path) for c in self.collections.values()))
@@ -269,120 +260,44 @@ class Store(StoreEngine):
                 for name, c in self.collections.items()
             }
 
-    # -- the start snapshot (snapshot.py) ---------------------------------------------------------------------
-    def keep_snapshot(self, path: Path) -> None:
-        self._snapshot = path
-
+    # -- the start snapshot (snapshot.py; the shared rules are the engine's) -----------------------------------
     def close(self) -> None:
         self.save_snapshot()
 
-    def _snapshot_parts(self) -> tuple[dict[str, Collection], list[Snapshotting], str]:
-        """The collections a snapshot keeps (not the history, which loads lazily anyway), the listeners that keep
-        their own state in it, and the tag: this code, the shard size, the files and the listeners' code."""
+    def _held(self) -> threading.RLock:
+        return self._thread_lock
+
+    def _snapshot_identity(self) -> list[str]:
         kept = {name: c for name, c in self.collections.items() if name != HISTORY}
-        parts: list[Snapshotting] = [listener for listener in self._listeners if isinstance(listener, Snapshotting)]
-        tag = code_tag(
-            [__file__, collection_module.__file__, codec_module.__file__, snapshot_module.__file__],
-            SNAPSHOT_FORMAT,
+        return [
+            collection_module.__file__,
             str(self.shard_lines),
             *(f"{name}={c.names.main_path}" for name, c in kept.items()),
-            *(f"{part.snapshot_name}={part.snapshot_version()}" for part in parts),
-        )
-        return kept, parts, tag
+        ]
 
-    def _restore_snapshot(self) -> None:
-        """Before the first load: hold what the snapshot kept, if there is a usable one (see snapshot.py)."""
-        if self._snapshot is None or any(c.shards or c.locations for c in self.collections.values()):
-            return
-        kept, parts, tag = self._snapshot_parts()
-        payload = read_snapshot(self._snapshot, tag)
-        if not isinstance(payload, dict):
-            return
-        states, part_states = payload.get("collections"), payload.get("parts")
-        names = [part.snapshot_name for part in parts]
-        if not isinstance(states, dict) or set(states) != set(kept) or not isinstance(part_states, dict):
-            return
-        if set(part_states) != set(names) or len(set(names)) != len(names):
-            return
+    def _record_count(self) -> int:
+        return sum(len(c.locations) for name, c in self.collections.items() if name != HISTORY)
+
+    def _collection_snapshot(self) -> dict[str, Any] | None:
+        """Every collection but the history (it loads lazily anyway); None when one cannot be kept."""
+        states = {name: c.snapshot_state() for name, c in self.collections.items() if name != HISTORY}
+        return None if any(state is None for state in states.values()) else states
+
+    def _restore_collections(self, state: Any) -> dict[str, Callable[[], list[dict[str, Any]]]]:
+        kept = {name: c for name, c in self.collections.items() if name != HISTORY}
+        if not isinstance(state, dict) or set(state) != set(kept):
+            raise ValueError("it holds other collections")
         try:
-            changed = {name: kept[name].restore_state(states[name]) for name in kept}
-        except (TypeError, ValueError, KeyError, IndexError) as exc:
-            log.warning("ignoring the start snapshot %s (%s); the files are read instead", self._snapshot, exc)
+            changed = {name: kept[name].restore_state(state[name]) for name in kept}
+        except (TypeError, ValueError, KeyError, IndexError):
             for collection in kept.values():
                 collection.shards, collection.locations = {}, {}
-            return
-        restored: list[str] = []
-        for part in parts:
-            try:
-                part.restore_state(part_states[part.snapshot_name])
-            except (TypeError, ValueError, KeyError, IndexError) as exc:
-                if restored:  # cannot happen with this code's own snapshot (its tag and checksum matched)
-                    raise StorageError(
-                        f"the start snapshot {self._snapshot} is damaged ({exc}); delete it and start again"
-                    ) from exc
-                log.warning("ignoring the start snapshot %s (%s); the files are read instead", self._snapshot, exc)
-                for collection in kept.values():
-                    collection.shards, collection.locations = {}, {}
-                return
-            restored.append(part.snapshot_name)
-        # Listeners that keep no state of their own hear every record the unchanged shards hold; the reload that
-        # follows tells everyone the rest.
-        others = [listener for listener in self._listeners if not isinstance(listener, Snapshotting)]
-        if others:
-            for name, collection in kept.items():
-                records = collection.restored_records(changed[name])
-                for listener in others:
-                    if records:
-                        listener.records_changed(name, [], records)
-        self.restored_from_snapshot = True
-        self._snapshot_behind = False
-        reread = sum(len(indexes) for indexes in changed.values())
-        log.info("restored from the start snapshot %s (%d changed shards to read)", self._snapshot, reread)
+            raise
+        return {name: functools.partial(kept[name].restored_records, changed[name]) for name in kept}
 
-    def save_snapshot(self) -> bool:
-        """Write the snapshot if one is kept, the memory is big enough to gain from it, and what is held changed
-        since the snapshot was written or restored. Never raises: a snapshot only saves time."""
-        if self._snapshot is None or not self._opened:
-            return False
-        # One save at a time, and a save at exit waits for one in progress (the loading thread is a daemon: the
-        # process must not end in the middle of its write).
-        with self._snapshot_saving:
-            return self._save_snapshot()
-
-    def _save_snapshot(self) -> bool:
-        assert self._snapshot is not None
-        with self._thread_lock:
-            if not self._snapshot_behind:
-                return False
-            kept, parts, tag = self._snapshot_parts()
-            if sum(len(c.locations) for c in kept.values()) < self.snapshot_min_records:
-                return False
-            states = {name: c.snapshot_state() for name, c in kept.items()}
-            if any(state is None for state in states.values()):
-                return False
-            payload = {"collections": states, "parts": {part.snapshot_name: part.snapshot_state() for part in parts}}
-            try:
-                content = encode_snapshot(tag, payload)
-            except ValueError as exc:  # a value marshal cannot write: nothing JSON holds, so never expected
-                log.warning("could not make the start snapshot (%s); the next start reads the files", exc)
-                return False
-            self._snapshot_behind = False
-        # Written with the store let go: a call waits for the snapshot to be made, not for the disk.
-        path = self._snapshot
-        try:
-            write_snapshot(path, content)
-        except OSError as exc:
-            log.warning("could not write the start snapshot %s (%s); the next start reads the files", path, exc)
-            with self._thread_lock:
-                self._snapshot_behind = True
-            return False
-        log.info("start snapshot written: %s (%.1f MB)", path, len(content) / 1e6)
-        return True
-
-    def _notify(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
-        if collection != HISTORY and (removed or upserted):
-            self._snapshot_behind = True
-        super()._notify(collection, removed, upserted)
+    def _forget_collections(self) -> None:
+        for collection in self.collections.values():
+            collection.shards, collection.locations = {}, {}
 
     # -- catching up with the files --------------------------------------------------------------------------
     def _behind(self) -> bool:

@@ -1,5 +1,7 @@
-"""The start snapshot (storage/snapshot.py): a restart restores what a load built and catches up from the files,
-so it answers exactly what a fresh load of the files answers, whatever happened to them since."""
+"""The start snapshot (storage/snapshot.py): a restart restores what a load built and catches up from the files
+(or the database's change log), so it holds exactly what the server that wrote the snapshot holds once it has
+followed the same changes, and the same memory as a fresh load, whatever happened since. The tests marked
+`each_engine` run on the files and on a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from lessons.model import ErrorQuery, LessonInput
@@ -18,6 +21,7 @@ from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.storage import Store
+from tests.conftest import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARD = 40
@@ -30,12 +34,12 @@ def settings(folder: Path, cache: Path) -> Settings:
         shard_lines=SHARD,
         cache_dir=cache,
         semantic="off",
+        database_url=Engine.database_url(folder),
     )
 
 
 def services(folder: Path, cache: Path) -> Services:
     built = build_services(settings(folder, cache))
-    assert isinstance(built.store, Store)
     built.store.snapshot_min_records = 0  # every store here is small
     return built
 
@@ -118,18 +122,20 @@ def restarted(folder: Path, cache: Path) -> Services:
     return again
 
 
+@pytest.mark.usefixtures("each_engine")
 def test_a_restart_restores_the_snapshot_and_answers_as_a_fresh_load(tmp_path: Path) -> None:
     folder, cache = tmp_path / "memory", tmp_path / "cache"
     fill(services(folder, cache))
     first = snapshot_written(folder, cache)
-    assert len(list(folder.glob("memory*.json"))) > 3  # several shards
+    assert Engine.name == "postgres" or len(list(folder.glob("memory*.json"))) > 3  # several shards
     again = restarted(folder, cache)
-    assert isinstance(again.store, Store) and again.store.restored_from_snapshot
+    assert again.store.restored_from_snapshot
     assert again.graph.state.index._warm  # the index came built
     assert answers(again) == answers(first) == answers(services(folder, tmp_path / "fresh"))
     assert not again.store.save_snapshot()  # nothing changed since it was written
 
 
+@pytest.mark.usefixtures("each_engine")
 def test_a_restart_catches_up_with_what_changed_after_the_snapshot(tmp_path: Path) -> None:
     folder, cache = tmp_path / "memory", tmp_path / "cache"
     fill(services(folder, cache))
@@ -146,7 +152,7 @@ def test_a_restart_catches_up_with_what_changed_after_the_snapshot(tmp_path: Pat
     )
     other.graph.delete_entities(["PORT_TAKEN"])  # a lesson is an entity
     again = restarted(folder, cache)
-    assert isinstance(again.store, Store) and again.store.restored_from_snapshot
+    assert again.store.restored_from_snapshot
     # Exactly what the server that wrote the snapshot holds once it has followed the changes (new records come
     # after the ones it held, as for any server that hears of another's commit); the same memory as a fresh load.
     assert answers(again) == answers(first)
@@ -199,6 +205,7 @@ def test_a_file_with_twice_written_records_and_blank_lines_is_restored_as_loaded
 
 
 @pytest.mark.parametrize("damage", ["flipped byte", "cut short", "other code", "garbage"])
+@pytest.mark.usefixtures("each_engine")
 def test_a_damaged_or_foreign_snapshot_is_ignored(
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -221,7 +228,7 @@ def test_a_damaged_or_foreign_snapshot_is_ignored(
     path.write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING):
         again = restarted(folder, cache)
-    assert isinstance(again.store, Store) and not again.store.restored_from_snapshot
+    assert not again.store.restored_from_snapshot
     assert answers(again) == answers(services(folder, tmp_path / "fresh"))
     if damage in ("flipped byte", "cut short"):
         assert "damaged start snapshot" in caplog.text
@@ -306,3 +313,48 @@ def test_a_save_removes_what_a_writer_killed_mid_write_left_long_ago(tmp_path: P
     first.graph.create_entities([Entity(name="One more", entityType="person", observations=[])])
     assert first.store.save_snapshot()
     assert not old.exists() and young.exists()
+
+
+def recreate_database(folder: Path) -> None:
+    url = Engine.database_url(folder)
+    assert url is not None and Engine.server_url is not None
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(Engine.server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+
+
+@pytest.mark.parametrize("each_engine", ["postgres"], indirect=True)
+def test_a_database_recreated_under_the_same_url_is_read_not_restored(tmp_path: Path, each_engine: str) -> None:
+    """Its change log starts again at 1: a snapshot of the old one would take the new rows for ones it has."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    first.store.close()
+    recreate_database(folder)
+    fill(services(folder, tmp_path / "other-cache"), count=20)
+    again = restarted(folder, cache)
+    assert not again.store.restored_from_snapshot
+    assert len(again.graph.state.entities) == 22
+    assert content(again) == fresh_content(folder, tmp_path)
+
+
+@pytest.mark.parametrize("each_engine", ["postgres"], indirect=True)
+def test_a_change_log_pruned_past_the_snapshot_makes_the_restart_read_everything(
+    tmp_path: Path, each_engine: str
+) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    other = services(folder, tmp_path / "other-cache")
+    other.graph.delete_entities(["Person 3"])
+    other.graph.create_entities([Entity(name="After pruning", entityType="person", observations=[])])
+    url = Engine.database_url(folder)
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as conn:  # what `memory-graph compact` does to an old log
+        conn.execute("UPDATE memory_graph_stores SET pruned_through = (SELECT max(seq) FROM memory_graph_changes)")
+        conn.execute("DELETE FROM memory_graph_changes")
+    again = restarted(folder, cache)
+    assert again.store.restored_from_snapshot
+    assert "Person 3" not in again.graph.state.entities and "After pruning" in again.graph.state.entities
+    assert content(again) == content(first) == fresh_content(folder, tmp_path)
