@@ -340,6 +340,8 @@ class SubstringIndex:
             doc = self._pending.popitem()[0]  # newest first: O(1), where taking the oldest rescans the dict
             self._post(doc)
         self._warm = not self._pending
+        if self._warm:
+            self._pending = {}  # a dict keeps the room it once needed (5 MB after 100k documents)
         return not self._warm
 
     def _post(self, doc: int) -> None:
