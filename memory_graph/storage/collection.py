@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, KeysView
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_graph.errors import LineProblem, StorageError
+from memory_graph.errors import LineProblem, StaleShardError, StorageError
 from memory_graph.storage.codec import (
     Key,
     ParsedFile,
@@ -30,13 +30,86 @@ from memory_graph.storage.stamp import Manifest, StampFile
 ShardLines = dict[Key, str]
 
 
-@dataclass
 class Shard:
-    lines: ShardLines
-    stat: FileStat | None
-    generation: str | None
-    problems: list[LineProblem] = field(default_factory=list)
-    line_count: int = 0  # lines in the file, good and bad: what the shard limit counts
+    """A shard as held: its lines by key, its file's stat and generation, its unreadable lines, and how many lines
+    its file has (good and bad: what the shard limit counts).
+
+    A shard restored from a start snapshot holds only its keys until its lines are first needed (a commit that
+    rewrites it, a record read back for the history): they are then read from its file, which must still have
+    the stat it was restored with. Most shards of a big memory are never rewritten in a session, so their lines
+    (as much memory as the file) are never held."""
+
+    __slots__ = ("_keys", "_lines", "_unread", "generation", "line_count", "problems", "stat")
+
+    def __init__(
+        self,
+        lines: ShardLines | None,
+        stat: FileStat | None,
+        generation: str | None,
+        problems: list[LineProblem] | None = None,
+        line_count: int = 0,
+        unread: UnreadLines | None = None,
+        keys: Iterable[Key] = (),
+    ) -> None:
+        self._lines = lines
+        self._unread = unread if lines is None else None
+        self._keys: dict[Key, None] | None = dict.fromkeys(keys) if lines is None else None
+        self.stat = stat
+        self.generation = generation
+        self.problems = problems if problems is not None else []
+        self.line_count = line_count
+
+    @property
+    def lines(self) -> ShardLines:
+        if self._lines is None:
+            assert self._unread is not None
+            self._lines = self._unread()
+            self._unread = self._keys = None
+        return self._lines
+
+    def unread_lines(self) -> UnreadLines | None:
+        """How its lines will be read, while they are not yet."""
+        return self._unread if self._lines is None else None
+
+    def held_keys(self) -> KeysView[Key]:
+        """The keys held, without reading the lines of a shard not read yet."""
+        if self._lines is not None:
+            return self._lines.keys()
+        assert self._keys is not None
+        return self._keys.keys()
+
+    def forget_lines(self) -> None:
+        """Its file changed before its lines were read: hold each key with an empty line, which no real line
+        equals (the reload that reads the file reports every difference). Its stat is forgotten too, so it is
+        read before any commit could write what it holds."""
+        if self._lines is None:
+            self._lines = dict.fromkeys(self.held_keys(), "")
+            self._unread = self._keys = None
+            self.stat = None
+
+
+class UnreadLines:
+    """The lines of a restored shard, read from its file when first needed, as a load of it would hold them."""
+
+    __slots__ = ("collection", "index", "keys", "merged", "stat")
+
+    def __init__(
+        self, collection: Collection, index: int, stat: FileStat, keys: list[Key | None], merged: ShardLines
+    ) -> None:
+        self.collection, self.index, self.stat, self.keys, self.merged = collection, index, stat, keys, merged
+
+    def __call__(self) -> ShardLines:
+        path = self.collection.names.path(self.index)
+        texts = self.collection._file_lines(self.index) if file_stat(path) == self.stat else None
+        if texts is None or len(texts) != len(self.keys):
+            # Trigger: the file changed after the last look at it (a hand edit in the last instant). Why: its
+            # lines can no longer be told from it. Outcome: this call fails, changing nothing; the next one reads
+            # the file in (its stat differs) and goes on.
+            raise StaleShardError(
+                f"{path} changed on disk since it was last read (edited by hand?). Nothing was written; retry the "
+                "call, which reads the change in first."
+            )
+        return _lines_of(self.keys, texts, self.merged)
 
 
 @dataclass
@@ -145,7 +218,7 @@ class Collection:
     def all_records(self) -> Iterator[dict[str, Any]]:
         """Every record once, in file order, copies in several shards merged."""
         for index in sorted(self.shards):
-            for key in self.shards[index].lines:
+            for key in self.shards[index].held_keys():
                 if self.locations[key][0] == index:
                     yield self.record(key)
 
@@ -186,7 +259,8 @@ class Collection:
         for index, parsed in changed.items():
             old = self.shards.get(index)
             if old is not None:
-                affected.update(old.lines)
+                old.forget_lines()  # (when not read yet: its file is no longer what it was restored from)
+                affected.update(old.held_keys())
             if parsed is not None:
                 affected.update(key for key, _, _ in parsed.records)
         before = {key: self.all_lines(key) for key in affected}
@@ -306,7 +380,7 @@ class Collection:
         old = self.shards.pop(index, None)
         if old is None:
             return
-        for key in old.lines:
+        for key in old.held_keys():
             where = self.locations.get(key)
             if where is not None and index in where:
                 self.locations[key] = tuple(i for i in where if i != index)
@@ -331,7 +405,7 @@ class Collection:
         """Records for `keys`, in file order, so a fresh load keeps the graph's insertion order."""
         upserted: list[dict[str, Any]] = []
         for index in sorted(i for i in changed if i in self.shards):
-            for key in self.shards[index].lines:
+            for key in self.shards[index].held_keys():
                 if key in keys and self.locations[key][0] == index:
                     keys.discard(key)
                     upserted.append(self.record(key, fresh))
@@ -352,6 +426,10 @@ class Collection:
             shard = self.shards[index]
             if shard.problems or shard.stat is None or shard.stat != file_stat(self.names.path(index)):
                 return None
+            unread = shard.unread_lines()
+            if unread is not None:  # still as restored: kept as it was
+                state.append((index, shard.stat, shard.generation, shard.line_count, unread.keys, unread.merged))
+                continue
             texts = self._file_lines(index)
             if texts is None:
                 return None
@@ -376,24 +454,24 @@ class Collection:
 
     def restore_state(self, state: list[tuple[Any, ...]]) -> set[int]:
         """Hold the shards a snapshot kept (before any load). A shard whose file still has the snapshot's stat is
-        held with its lines read back; one that changed since is held with its keys only, each with an empty
-        line that no real line equals, and no stat, so the reload that follows reads it and reports every
-        difference. Returns the indexes of the shards held that way."""
+        held by its keys, its lines read from the file when first needed (`Shard`); one that changed since is
+        held with an empty line for each key, which no real line equals, and no stat, so the reload that follows
+        reads it and reports every difference. Returns the indexes of the shards held that way."""
         shards: dict[int, Shard] = {}
         changed: set[int] = set()
-        for index, stat, generation, line_count, keys, merged in state:
-            stat = tuple(stat)
-            texts = self._file_lines(index) if file_stat(self.names.path(index)) == stat else None
-            if texts is None or len(texts) != len(keys):
-                changed.add(index)
-                held = dict.fromkeys((key for key in keys if key is not None), "")
-                shards[index] = Shard(held, None, generation, [], line_count)
+        for index, saved, generation, line_count, keys, merged in state:
+            stat: FileStat = (int(saved[0]), int(saved[1]), int(saved[2]))
+            held = [key for key in keys if key is not None]
+            if file_stat(self.names.path(index)) == stat:
+                unread = UnreadLines(self, index, stat, keys, dict(merged))
+                shards[index] = Shard(None, stat, generation, [], line_count, unread=unread, keys=held)
             else:
-                shards[index] = Shard(_lines_of(keys, texts, merged), stat, generation, [], line_count)
+                changed.add(index)
+                shards[index] = Shard(dict.fromkeys(held, ""), None, generation, [], line_count)
         self.shards = shards
         self.locations = {}
         for index in sorted(shards):
-            lines = shards[index].lines
+            lines = shards[index].held_keys()
             if not self.locations:
                 self.locations = dict.fromkeys(lines, self._only_in(index))
                 continue
@@ -448,7 +526,8 @@ class Collection:
             return None
         parsed = parse_text(path, text[1:], self.check)
         lines = {key: line for key, _, line in parsed.records}
-        if parsed.problems or len(lines) != len(parsed.records) or any(key in shard.lines for key in lines):
+        held = shard.held_keys()
+        if parsed.problems or len(lines) != len(parsed.records) or any(key in held for key in lines):
             return None
         self.appended(index, lines, (stat.st_size, stat.st_mtime_ns, stat.st_ino))
         return [record for _, record, _ in parsed.records]
@@ -487,7 +566,7 @@ class Collection:
         """Hold the shards a commit wrote (the plan), without reading them back."""
         for index, lines in plan.items():
             old = self.shards.get(index)
-            old_keys = old.lines.keys() if old is not None else ShardLines().keys()
+            old_keys = old.held_keys() if old is not None else ShardLines().keys()
             for key in old_keys - lines.keys():
                 rest = tuple(i for i in self.locations[key] if i != index)
                 if rest:

@@ -354,10 +354,12 @@ class Store(StoreEngine):
             return []
         touched: dict[str, set[int]] = {}
         for commit in whole_commits(events):
-            changes = redo_changes(commit, self.collections)
-            if changes is None:
-                break
             try:
+                # A shard restored from the start snapshot whose file this commit rewrote can no longer be read
+                # as it was (StaleShardError): the reload that follows reads it whole.
+                changes = redo_changes(commit, self.collections)
+                if changes is None:
+                    break
                 plans = {name: plan_changes(self.collections[name], ch) for name, ch in changes.items()}
             except MemoryGraphError:
                 break

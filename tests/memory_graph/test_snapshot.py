@@ -19,6 +19,7 @@ import pytest
 from lessons.model import ErrorQuery, LessonInput
 from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
+from memory_graph.errors import StaleShardError
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.storage import Store
 from tests.conftest import Engine
@@ -358,3 +359,66 @@ def test_a_change_log_pruned_past_the_snapshot_makes_the_restart_read_everything
     assert again.store.restored_from_snapshot
     assert "Person 3" not in again.graph.state.entities and "After pruning" in again.graph.state.entities
     assert content(again) == content(first) == fresh_content(folder, tmp_path)
+
+
+def memory_shards(built: Services) -> dict[int, Any]:
+    assert isinstance(built.store, Store)
+    return built.store.collections["memory"].shards
+
+
+def test_a_restored_shard_reads_its_lines_only_when_a_write_needs_them(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    again = restarted(folder, cache)
+    shards = memory_shards(again)
+    assert all(shard.unread_lines() is not None for shard in shards.values())  # nothing of their lines is held
+    again.graph.add_observations([ObservationAddition(entityName="Person 2", contents=["a new fact"])])
+    read = [index for index, shard in memory_shards(again).items() if shard.unread_lines() is None]
+    assert len(read) == 1  # the one shard the write rewrote
+    first.graph.read_graph()  # follows the write
+    assert answers(again) == answers(first)
+    assert content(again) == fresh_content(folder, tmp_path)
+
+
+def test_a_restored_shard_changed_before_its_lines_are_read_fails_the_call_and_is_then_read(tmp_path: Path) -> None:
+    """A hand edit in the instant after the last look at the files: the lines can no longer be told from the
+    file, so the call that needs them fails, writing nothing; the next call reads the edit in."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    snapshot_written(folder, cache)
+    again = restarted(folder, cache)
+    index, shard = next(iter(memory_shards(again).items()))
+    path = folder / ("memory.json" if index == 0 else f"memory-{index}.json")
+    before = path.read_bytes()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    edited = json.loads(lines[0])
+    edited["observations"] = ["changed by hand"]
+    path.write_text("\n".join([json.dumps(edited), *lines[1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(StaleShardError, match="changed on disk"):
+        _ = shard.lines
+    assert path.read_bytes() != before  # the edit stands
+    assert isinstance(again.store, Store)
+    again.store._hand_edit_interval = 0
+    assert again.graph.open_nodes([edited["name"]]).entities[0].observations == ["changed by hand"]
+    again.graph.add_observations([ObservationAddition(entityName=edited["name"], contents=["and more"])])
+    assert json.loads(path.read_text(encoding="utf-8").splitlines()[0])["observations"] == [
+        "changed by hand",
+        "and more",
+    ]
+
+
+def test_another_servers_commits_to_restored_shards_are_followed(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    again = restarted(folder, cache)
+    other = services(folder, tmp_path / "other-cache")
+    for i in range(0, 150, 13):  # in every shard
+        other.graph.add_observations([ObservationAddition(entityName=f"Person {i}", contents=[f"seen {i}"])])
+    other.graph.delete_entities(["Person 40"])
+    other.graph.create_relations([Relation.model_validate({"from": "Person 1", "to": "Person 2", "relationType": "x"})])
+    assert answers(again) == answers(first)
+    assert content(again) == fresh_content(folder, tmp_path)
+    again.graph.add_observations([ObservationAddition(entityName="Person 13", contents=["mine"])])
+    assert content(again) == content(other) == fresh_content(folder, tmp_path)
