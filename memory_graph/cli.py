@@ -146,7 +146,11 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         )
     check_binding(host, settings.auth_token or next(iter(settings.project_tokens), None))
     app.start_loading()
-    return run_http(app, host=host, port=args.port or settings.port)
+    try:
+        return run_http(app, host=host, port=args.port or settings.port)
+    finally:
+        if not app.selection.pending:
+            app.store.close()  # saves the start snapshot if this session changed the memory
 
 
 def check(services: Services, args: argparse.Namespace) -> int:

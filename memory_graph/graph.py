@@ -139,11 +139,12 @@ class GraphState:
         index = SubstringIndex()
         index.restore_state(state["index"])
         entities, home, ordinal = dict(state["entities"]), dict(state["home"]), dict(state["ordinal"])
+        relations, by_node, next_ordinal = dict(state["relations"]), dict(state["by_node"]), int(state["next_ordinal"])
         if not (len(entities) == len(home) == len(ordinal)):
             raise ValueError("the graph's entity tables differ in length")
+        # All read before any is taken: a state that fails leaves the graph as it was (empty).
         self.entities, self.home, self._ordinal, self.index = entities, home, ordinal, index
-        self.relations, self.by_node = dict(state["relations"]), dict(state["by_node"])
-        self._next_ordinal = int(state["next_ordinal"])
+        self.relations, self.by_node, self._next_ordinal = relations, by_node, next_ordinal
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         for key in removed:

@@ -16,6 +16,7 @@ from typing import Any
 
 from memory_graph.errors import LineProblem, StaleShardError, StorageError
 from memory_graph.storage.codec import (
+    UTF8_BOM,
     Key,
     ParsedFile,
     RecordCheck,
@@ -100,7 +101,8 @@ class UnreadLines:
 
     def __call__(self) -> ShardLines:
         path = self.collection.names.path(self.index)
-        texts = self.collection._file_lines(self.index) if file_stat(path) == self.stat else None
+        read = self.collection._read_lines(self.index)
+        texts = read[0] if read is not None and read[1] == self.stat else None
         if texts is None or len(texts) != len(self.keys):
             # Trigger: the file changed after the last look at it (a hand edit in the last instant). Why: its
             # lines can no longer be told from it. Outcome: this call fails, changing nothing; the next one reads
@@ -430,9 +432,10 @@ class Collection:
             if unread is not None:  # still as restored: kept as it was
                 state.append((index, shard.stat, shard.generation, shard.line_count, unread.keys, unread.merged))
                 continue
-            texts = self._file_lines(index)
-            if texts is None:
+            read = self._read_lines(index)
+            if read is None or read[1] != shard.stat:  # replaced since the stat above (another process's commit)
                 return None
+            texts = read[0]
             if texts == list(shard.lines.values()):  # the usual case: one line per record, as held
                 state.append((index, shard.stat, shard.generation, shard.line_count, list(shard.lines), {}))
                 continue
@@ -461,9 +464,10 @@ class Collection:
         changed: set[int] = set()
         for index, saved, generation, line_count, keys, merged in state:
             stat: FileStat = (int(saved[0]), int(saved[1]), int(saved[2]))
-            held = [key for key in keys if key is not None]
+            merged = dict(merged)
+            held = list(dict.fromkeys([*(key for key in keys if key is not None), *merged]))  # as `_lines_of`
             if file_stat(self.names.path(index)) == stat:
-                unread = UnreadLines(self, index, stat, keys, dict(merged))
+                unread = UnreadLines(self, index, stat, keys, merged)
                 shards[index] = Shard(None, stat, generation, [], line_count, unread=unread, keys=held)
             else:
                 changed.add(index)
@@ -490,16 +494,20 @@ class Collection:
                     records.append(self.record(key))
         return records
 
-    def _file_lines(self, index: int) -> list[str] | None:
-        """A shard file's lines as the parser sees them (a last line may lack its newline)."""
+    def _read_lines(self, index: int) -> tuple[list[str], FileStat] | None:
+        """A shard file's lines as the parser reads them (without a BOM; a last line may lack its newline) and
+        the stat of the file they were read from (not of a file that replaced it meanwhile), or None."""
         try:
-            text = self.names.path(index).read_bytes().decode("utf-8")
+            with open(self.names.path(index), "rb") as handle:
+                data = handle.read()
+                st = os.fstat(handle.fileno())
+            text = data.removeprefix(UTF8_BOM).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             return None
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        return lines
+        return lines, (st.st_size, st.st_mtime_ns, st.st_ino)
 
     # -- after a commit -------------------------------------------------------------------------------------
     def read_appended(self, index: int) -> list[dict[str, Any]] | None:

@@ -225,13 +225,13 @@ class StoreEngine(ABC):
             return False
         try:
             records_of = self._restore_collections(payload.get("collections"))
-        except (TypeError, ValueError, KeyError, IndexError) as exc:
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             log.warning("ignoring the start snapshot %s (%s); the store is read instead", self._snapshot, exc)
             return False
         for restored, part in enumerate(parts):
             try:
                 part.restore_state(part_states[part.snapshot_name])
-            except (TypeError, ValueError, KeyError, IndexError) as exc:
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
                 if restored:  # cannot happen with this code's own snapshot (its tag and checksum matched)
                     raise StorageError(
                         f"the start snapshot {self._snapshot} is damaged ({exc}); delete it and start again"

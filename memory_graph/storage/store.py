@@ -289,7 +289,7 @@ class Store(StoreEngine):
             raise ValueError("it holds other collections")
         try:
             changed = {name: kept[name].restore_state(state[name]) for name in kept}
-        except (TypeError, ValueError, KeyError, IndexError):
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError):
             for collection in kept.values():
                 collection.shards, collection.locations = {}, {}
             raise

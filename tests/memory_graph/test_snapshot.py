@@ -22,6 +22,7 @@ from memory_graph.config import Settings
 from memory_graph.errors import StaleShardError
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.storage import Store
+from memory_graph.storage.collection import Collection
 from tests.conftest import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -422,3 +423,47 @@ def test_another_servers_commits_to_restored_shards_are_followed(tmp_path: Path)
     assert content(again) == fresh_content(folder, tmp_path)
     again.graph.add_observations([ObservationAddition(entityName="Person 13", contents=["mine"])])
     assert content(again) == content(other) == fresh_content(folder, tmp_path)
+
+
+def test_a_record_held_only_merged_is_reported_gone_after_a_restart(tmp_path: Path) -> None:
+    """A one-record file saved with a BOM (a Windows editor): deleted after the snapshot, it must not come back
+    in the restored server, let alone be written back by its next change."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    folder.mkdir()
+    line = json.dumps({"type": "entity", "name": "Ghost", "entityType": "t", "observations": ["boo"]})
+    (folder / "memory.json").write_bytes(b"\xef\xbb\xbf" + line.encode() + b"\n")
+    snapshot_written(folder, cache)
+    services(folder, tmp_path / "other").graph.delete_entities(["Ghost"])
+    again = restarted(folder, cache)
+    assert again.store.restored_from_snapshot
+    assert "Ghost" not in again.graph.state.entities and not again.graph.search_nodes("boo").entities
+    assert content(again) == fresh_content(folder, tmp_path)
+
+
+def test_a_shard_replaced_while_the_snapshot_is_made_is_not_kept(tmp_path: Path, monkeypatch: Any) -> None:
+    """The snapshot is made with only this process's hold: another process may replace a shard between its stat
+    and its read. What was read must be the file that was statted, or no snapshot is written."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    writer = services(folder, tmp_path / "w")
+    writer.graph.create_entities([Entity(name=f"E{i}", entityType="t", observations=[]) for i in range(6)])
+    first = services(folder, cache)
+    first.graph.warm_up()
+    other = services(folder, tmp_path / "other")
+    other.store.open()
+    original = Collection._read_lines
+    fired: list[int] = []
+
+    def racing(self: Collection, index: int) -> Any:
+        if not fired and self.name == "memory":
+            fired.append(index)
+            other.graph.delete_entities(["E2"])  # the other process commits now
+        return original(self, index)
+
+    monkeypatch.setattr(Collection, "_read_lines", racing)
+    assert not first.store.save_snapshot()
+    monkeypatch.setattr(Collection, "_read_lines", original)
+    assert fired
+    first.graph.read_graph()  # catches up with the other's commit
+    assert first.store.save_snapshot()
+    again = restarted(folder, cache)
+    assert "E2" not in again.graph.state.entities and content(again) == fresh_content(folder, tmp_path)
