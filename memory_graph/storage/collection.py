@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, KeysView
+from collections.abc import Iterator, KeysView
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ class Shard:
     the stat it was restored with. Most shards of a big memory are never rewritten in a session, so their lines
     (as much memory as the file) are never held."""
 
-    __slots__ = ("_keys", "_lines", "_unread", "generation", "line_count", "problems", "stat")
+    __slots__ = ("_key_list", "_keys", "_lines", "_unread", "generation", "line_count", "problems", "stat")
 
     def __init__(
         self,
@@ -50,11 +50,13 @@ class Shard:
         problems: list[LineProblem] | None = None,
         line_count: int = 0,
         unread: UnreadLines | None = None,
-        keys: Iterable[Key] = (),
+        keys: list[Key] | None = None,
     ) -> None:
         self._lines = lines
         self._unread = unread if lines is None else None
-        self._keys: dict[Key, None] | None = dict.fromkeys(keys) if lines is None else None
+        # An unread shard's keys: the list it was restored with, made a dict when first asked (most never are).
+        self._key_list = keys if lines is None else None
+        self._keys: dict[Key, None] | None = None
         self.stat = stat
         self.generation = generation
         self.problems = problems if problems is not None else []
@@ -65,7 +67,7 @@ class Shard:
         if self._lines is None:
             assert self._unread is not None
             self._lines = self._unread()
-            self._unread = self._keys = None
+            self._unread = self._keys = self._key_list = None
         return self._lines
 
     def unread_lines(self) -> UnreadLines | None:
@@ -76,7 +78,8 @@ class Shard:
         """The keys held, without reading the lines of a shard not read yet."""
         if self._lines is not None:
             return self._lines.keys()
-        assert self._keys is not None
+        if self._keys is None:
+            self._keys = dict.fromkeys(self._key_list or ())
         return self._keys.keys()
 
     def forget_lines(self) -> None:
@@ -85,7 +88,7 @@ class Shard:
         read before any commit could write what it holds."""
         if self._lines is None:
             self._lines = dict.fromkeys(self.held_keys(), "")
-            self._unread = self._keys = None
+            self._unread = self._keys = self._key_list = None
             self.stat = None
 
 
@@ -462,10 +465,14 @@ class Collection:
         reads it and reports every difference. Returns the indexes of the shards held that way."""
         shards: dict[int, Shard] = {}
         changed: set[int] = set()
+        order: dict[int, list[Key]] = {}
         for index, saved, generation, line_count, keys, merged in state:
             stat: FileStat = (int(saved[0]), int(saved[1]), int(saved[2]))
             merged = dict(merged)
-            held = list(dict.fromkeys([*(key for key in keys if key is not None), *merged]))  # as `_lines_of`
+            # The keys `_lines_of` will hold, in its order (a plain shard: the file's keys as they are).
+            plain = not merged and None not in keys
+            held = keys if plain else list(dict.fromkeys([*(key for key in keys if key is not None), *merged]))
+            order[index] = held
             if file_stat(self.names.path(index)) == stat:
                 unread = UnreadLines(self, index, stat, keys, merged)
                 shards[index] = Shard(None, stat, generation, [], line_count, unread=unread, keys=held)
@@ -475,7 +482,7 @@ class Collection:
         self.shards = shards
         self.locations = {}
         for index in sorted(shards):
-            lines = shards[index].held_keys()
+            lines = order[index]
             if not self.locations:
                 self.locations = dict.fromkeys(lines, self._only_in(index))
                 continue
