@@ -217,10 +217,16 @@ class GraphState:
         return self._ordinal[name]
 
     def relations_touching(self, names: Iterable[str]) -> list[RelationKey]:
+        return sorted(self._touching(names), key=self.relations.__getitem__)  # creation order, like the reference
+
+    def count_relations_touching(self, names: Iterable[str]) -> int:
+        return len(self._touching(names))  # (a cut response counts thousands of them; sorting them cost 15 ms)
+
+    def _touching(self, names: Iterable[str]) -> set[RelationKey]:
         found: set[RelationKey] = set()
         for name in names:
             found.update(self.by_node.get(name, ()))
-        return sorted(found, key=self.relations.__getitem__)  # creation order, like the reference
+        return found
 
 
 class GraphService:
@@ -655,7 +661,7 @@ class GraphService:
             keys.sort(key=state.relations.__getitem__)
         truncated = None
         if cut:
-            matching = len(state.relations) if all_relations else len(state.relations_touching(names))
+            matching = len(state.relations) if all_relations else state.count_relations_touching(names)
             truncated = Truncation(
                 totalEntities=len(names),
                 totalRelations=matching,
