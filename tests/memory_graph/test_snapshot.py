@@ -22,7 +22,6 @@ from memory_graph.config import Settings
 from memory_graph.errors import StaleShardError
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.storage import Store
-from memory_graph.storage.collection import Collection
 from tests.conftest import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -450,18 +449,20 @@ def test_a_shard_replaced_while_the_snapshot_is_made_is_not_kept(tmp_path: Path,
     first.graph.warm_up()
     other = services(folder, tmp_path / "other")
     other.store.open()
-    original = Collection._read_lines
+    assert isinstance(first.store, Store)
+    collection_class = type(first.store.collections["memory"])  # (storage's modules are its own: not imported)
+    original = collection_class._read_lines
     fired: list[int] = []
 
-    def racing(self: Collection, index: int) -> Any:
+    def racing(self: Any, index: int) -> Any:
         if not fired and self.name == "memory":
             fired.append(index)
             other.graph.delete_entities(["E2"])  # the other process commits now
         return original(self, index)
 
-    monkeypatch.setattr(Collection, "_read_lines", racing)
+    monkeypatch.setattr(collection_class, "_read_lines", racing)
     assert not first.store.save_snapshot()
-    monkeypatch.setattr(Collection, "_read_lines", original)
+    monkeypatch.setattr(collection_class, "_read_lines", original)
     assert fired
     first.graph.read_graph()  # catches up with the other's commit
     assert first.store.save_snapshot()
