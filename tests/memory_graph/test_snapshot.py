@@ -23,6 +23,7 @@ from memory_graph.errors import StaleShardError
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.storage import Store
 from tests.conftest import Engine
+from tests.memory_graph.test_stdio import INITIALIZE, INITIALIZED
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARD = 40
@@ -267,25 +268,8 @@ def test_the_server_writes_the_snapshot_and_its_next_start_restores_it(tmp_path:
         "MEMORY_LOG_LEVEL": "info",
         "PYTHONPATH": str(ROOT),
     }
-    calls = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "open_nodes", "arguments": {"names": ["N20999"]}},
-        },
-    ]
+    open_last = {"name": "open_nodes", "arguments": {"names": ["N20999"]}}
+    calls = [INITIALIZE, INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": open_last}]
     stdin = "".join(json.dumps(c) + "\n" for c in calls)
 
     def run() -> tuple[dict[str, Any], str]:
