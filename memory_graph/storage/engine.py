@@ -29,7 +29,7 @@ from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import HISTORY, Key
 from memory_graph.storage.history_log import change_events
 from memory_graph.storage.placement import Changes
-from memory_graph.storage.snapshot import code_tag, encode_snapshot, read_snapshot, write_snapshot
+from memory_graph.storage.snapshot import code_tag, encode_snapshot, mark_used, read_snapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +249,7 @@ class StoreEngine(ABC):
                 listener.records_changed(name, [], found)
         self.restored_from_snapshot = True
         self._snapshot_behind = False
+        mark_used(self._snapshot)
         log.info("restored from the start snapshot %s", self._snapshot)
         return True
 

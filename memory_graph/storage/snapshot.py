@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import logging
 import marshal
+import os
 import time
 import zlib
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 MAGIC = b"memory-graph snapshot"
 MAX_HEADER = 256
 STALE_TEMP_SECONDS = 600.0
+UNUSED_SNAPSHOT_DAYS = 30
 
 
 def code_tag(modules: Iterable[str], *parts: str) -> str:
@@ -89,3 +91,16 @@ def write_snapshot(path: Path, content: bytes) -> None:
             if temp.stat().st_mtime < cutoff:
                 temp.unlink()
     atomic_write(path, content, durable=False)
+    # The snapshots of memories gone or unused for a month (each as big as its memory) are let go; one in use is
+    # rewritten when its memory changes, or touched when it is restored.
+    cutoff = time.time() - UNUSED_SNAPSHOT_DAYS * 86_400
+    for other in path.parent.glob(f"*{path.suffix}"):
+        with contextlib.suppress(OSError):
+            if other != path and other.stat().st_mtime < cutoff:
+                other.unlink()
+
+
+def mark_used(path: Path) -> None:
+    """A snapshot restored: kept from the pruning of unused ones (see write_snapshot)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)

@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -452,3 +453,22 @@ def test_a_shard_replaced_while_the_snapshot_is_made_is_not_kept(tmp_path: Path,
     assert first.store.save_snapshot()
     again = restarted(folder, cache)
     assert "E2" not in again.graph.state.entities and content(again) == fresh_content(folder, tmp_path)
+
+
+def test_snapshots_unused_for_a_month_are_let_go_and_a_restore_keeps_its_own(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    mine = next((cache / "snapshots").glob("*.bin"))
+    gone, recent = mine.with_name("0000000000000000.bin"), mine.with_name("1111111111111111.bin")
+    gone.write_bytes(b"a memory deleted long ago")
+    recent.write_bytes(b"another memory, used last week")
+    os.utime(gone, (1_000_000, 1_000_000))
+    week_ago = time.time() - 7 * 86_400
+    os.utime(recent, (week_ago, week_ago))
+    os.utime(mine, (1_000_000, 1_000_000))
+    restarted(folder, cache)  # restoring it marks it used
+    assert mine.stat().st_mtime > week_ago
+    first.graph.create_entities([Entity(name="One more", entityType="person", observations=[])])
+    assert first.store.save_snapshot()
+    assert not gone.exists() and recent.exists() and mine.exists()
