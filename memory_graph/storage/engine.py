@@ -45,8 +45,8 @@ class ChangeListener(Protocol):
 
 @runtime_checkable
 class Snapshotting(Protocol):
-    """A listener whose state the file engine's start snapshot keeps (snapshot.py): restored at a start instead of
-    hearing every record, then told the differences. Its state is plain containers (what marshal writes)."""
+    """A listener whose state the start snapshot keeps (snapshot.py): restored at a start instead of hearing every
+    record, then told the differences. Its state is plain containers (what marshal writes)."""
 
     snapshot_name: str
 
@@ -161,8 +161,8 @@ class StoreEngine(ABC):
             pass
 
     def close(self) -> None:
-        """Let go of connections and threads (the file engine holds none between calls; it saves its start
-        snapshot, when it keeps one)."""
+        """Let go of connections and threads (the file engine holds none between calls); both engines save their
+        start snapshot first, when they keep one."""
         return None
 
     # -- the start snapshot (snapshot.py): each engine says what of its collections it keeps ------------------

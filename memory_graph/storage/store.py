@@ -267,31 +267,34 @@ class Store(StoreEngine):
     def _held(self) -> threading.RLock:
         return self._thread_lock
 
+    def _snapshotted(self) -> dict[str, Collection]:
+        """The collections a snapshot keeps: all but the history (it loads lazily anyway)."""
+        return {name: c for name, c in self.collections.items() if name != HISTORY}
+
     def _snapshot_identity(self) -> list[str]:
-        kept = {name: c for name, c in self.collections.items() if name != HISTORY}
+        kept = self._snapshotted()
         return [
             collection_module.__file__,
             str(self.shard_lines),
-            *(f"{name}={c.names.main_path}" for name, c in kept.items()),
+            *(f"{n}={c.names.main_path}" for n, c in kept.items()),
         ]
 
     def _record_count(self) -> int:
-        return sum(len(c.locations) for name, c in self.collections.items() if name != HISTORY)
+        return sum(len(c.locations) for c in self._snapshotted().values())
 
     def _collection_snapshot(self) -> dict[str, Any] | None:
-        """Every collection but the history (it loads lazily anyway); None when one cannot be kept."""
-        states = {name: c.snapshot_state() for name, c in self.collections.items() if name != HISTORY}
+        """None when a collection cannot be kept."""
+        states = {name: c.snapshot_state() for name, c in self._snapshotted().items()}
         return None if any(state is None for state in states.values()) else states
 
     def _restore_collections(self, state: Any) -> dict[str, Callable[[], list[dict[str, Any]]]]:
-        kept = {name: c for name, c in self.collections.items() if name != HISTORY}
+        kept = self._snapshotted()
         if not isinstance(state, dict) or set(state) != set(kept):
             raise ValueError("it holds other collections")
         try:
             changed = {name: kept[name].restore_state(state[name]) for name in kept}
         except (TypeError, ValueError, KeyError, IndexError, AttributeError):
-            for collection in kept.values():
-                collection.shards, collection.locations = {}, {}
+            self._forget_collections()
             raise
         return {name: functools.partial(kept[name].restored_records, changed[name]) for name in kept}
 
