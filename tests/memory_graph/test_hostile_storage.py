@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -116,6 +117,44 @@ def test_no_lock_file_exists_to_be_deleted_and_a_timeout_never_advises_deleting_
         assert "delete" not in str(refused.value) and "retry" in str(refused.value)
     finally:
         os.close(held)
+
+
+def test_a_writer_waiting_for_the_lock_gets_it_when_it_is_released_and_one_given_up_on_leaves_it_free(
+    tmp_path: Path,
+) -> None:
+    graph = open_graph(tmp_path)
+    graph.create_entities([ent("A")])
+    held = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    released = threading.Timer(0.3, os.close, [held])
+    released.start()
+    waiting = Store({"memory": tmp_path / "memory.json"}, lock_timeout_seconds=60)
+    with waiting.transaction() as tx:  # blocks until the holder lets go, then writes
+        tx.upsert("memory", {"type": "entity", "name": "B", "entityType": "t", "observations": []})
+    released.join()
+    assert {e.name for e in open_graph(tmp_path).read_graph().entities} == {"A", "B"}
+
+    held = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    impatient = Store({"memory": tmp_path / "memory.json"}, lock_timeout_seconds=0.1)
+    with pytest.raises(StorageError, match="another process has held the lock"), impatient.transaction():
+        pass
+    os.close(held)
+    # The waiter given up on takes the lock when it comes free and lets go of it at once: nobody is locked out.
+    probe = os.open(tmp_path, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the abandoned waiter kept the lock"
+                time.sleep(0.01)
+    finally:
+        os.close(probe)
+    graph.create_entities([ent("C")])
+    assert "C" in {e.name for e in open_graph(tmp_path).read_graph().entities}
 
 
 # 4 ---------------------------------------------------------------------------------------------------------
