@@ -168,9 +168,9 @@ class Collection:
         """This collection's shard files as they are now (the stamp says which files are ours)."""
         return self._discover(self.stamp.manifest(self.stamp.read()))
 
-    def _discover(self, manifest: Manifest | None) -> dict[int, FileStat]:
+    def _discover(self, manifest: Manifest | None, indexes: set[int] | None = None) -> dict[int, FileStat]:
         try:
-            return self.names.discover(manifest)
+            return self.names.discover(manifest, indexes)
         except OSError as exc:
             raise StorageError(
                 f"cannot list the data folder {self.names.folder} ({exc.strerror}); check that this user may "
@@ -242,11 +242,17 @@ class Collection:
         return False
 
     # -- following the disk --------------------------------------------------------------------------------
-    def reload(self) -> Reloaded:
-        """Reread the shards that changed on disk (by generation or by stat) and say what changed."""
+    def reload(self, hand_edits: bool = True) -> Reloaded:
+        """Reread the shards that changed on disk (by generation or by stat) and say what changed.
+
+        Without `hand_edits`, only the shards a commit can have changed are looked at: those the stamp lists
+        with a new generation, those it added or dropped, any whose stat is unknown, and a lazy (append-only)
+        collection's newest shard, which appends grow without renewing the stamp. A hand edit elsewhere waits
+        for the next full reload."""
         raw = self.stamp.read()
         generations = self.stamp.manifest(raw)
-        changed = self._changed_on_disk(generations)
+        suspects = None if hand_edits or generations is None else self._suspects(generations)
+        changed = self._changed_on_disk(generations, suspects)
         self.seen_stamp = raw
         if not changed:
             return Reloaded()
@@ -282,17 +288,39 @@ class Collection:
                 different.add(key)
         return Reloaded(removed, self._in_file_order(changed, different, fresh))
 
-    def _changed_on_disk(self, generations: Manifest | None) -> dict[int, ParsedFile | None]:
-        on_disk = self._discover(generations)
+    def _suspects(self, generations: Manifest) -> set[int]:
+        listed: dict[int, str] = {}
+        for name, generation in generations.items():
+            index = self.names.index_of(name)
+            if index is not None:
+                listed[index] = generation
+        suspects = {i for i in (*self.shards, *self.deferred) if i not in listed}
+        for index, generation in listed.items():
+            known = self.shards.get(index) or self.deferred.get(index)
+            if known is None or known.generation != generation:
+                suspects.add(index)
+        suspects.update(i for i, shard in self.shards.items() if shard.stat is None)
+        if self.lazy and self.shards:
+            suspects.add(max(self.shards))
+        return suspects
+
+    def _changed_on_disk(
+        self, generations: Manifest | None, suspects: set[int] | None = None
+    ) -> dict[int, ParsedFile | None]:
+        """The shards that changed on disk, read; among `suspects` only, when given."""
+        on_disk = self._discover(generations, suspects)
         if self.lazy and not self.shards and not self.deferred:
             self._defer_older(on_disk, generations)
         for index in list(self.deferred):
+            if suspects is not None and index not in suspects:
+                continue
             if index in on_disk:  # nothing of it is held, so a change to it is only noted
                 self.deferred[index] = Deferred(on_disk[index], (generations or {}).get(self.names.file_name(index)))
             else:
                 del self.deferred[index]
         changed: dict[int, ParsedFile | None] = {}
-        for index in (set(on_disk) | set(self.shards)) - set(self.deferred):
+        candidates = (set(on_disk) | set(self.shards)) - set(self.deferred)
+        for index in candidates if suspects is None else candidates & suspects:
             known = self.shards.get(index)
             if index not in on_disk:
                 changed[index] = None

@@ -74,17 +74,35 @@ class ShardNames:
         match = self._pattern.match(file_name)
         return int(match.group(1)) if match else None
 
-    def discover(self, manifest: Mapping[str, str] | None) -> dict[int, FileStat]:
-        """This collection's shards on disk and their stats: one directory scan, one stat per shard.
+    def discover(self, manifest: Mapping[str, str] | None, indexes: set[int] | None = None) -> dict[int, FileStat]:
+        """This collection's shards on disk (with a manifest: or only those of `indexes`) and their stats, one
+        stat per shard.
 
         The main file is always ours; another shard only if the manifest lists it, or, without a manifest
-        (a legacy store), if it is not another memory's main file (which has bookkeeping files of its own)."""
+        (a legacy store), if it is not another memory's main file (which has bookkeeping files of its own):
+        only then is the folder scanned. (A scan cost more than the stats: every process follows every other's
+        commits, and reloads at each.)"""
+        if manifest is not None:
+            wanted = {self.main_path.name, *manifest} if indexes is None else map(self.file_name, indexes)
+            folder = str(self.folder)
+            found: dict[int, FileStat] = {}
+            for name in wanted:
+                index = self.index_of(name)
+                if index is None or (index and name not in manifest):
+                    continue
+                try:
+                    st = os.stat(os.path.join(folder, name))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    found[index] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            return found
         try:
             with os.scandir(self.folder) as entries:
                 listing = {entry.name: entry for entry in entries}
         except FileNotFoundError:
             return {}
-        found: dict[int, FileStat] = {}
+        found = {}
         for name, entry in listing.items():
             index = self.index_of(name)
             if index is None or (index and not self._ours(name, manifest, listing)):

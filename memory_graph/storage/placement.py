@@ -61,10 +61,11 @@ def plan_changes(collection: Collection, changes: Changes) -> Plan:
                 edit(extra).pop(key, None)
         else:
             new_lines[key] = line
-    for index in list(plan):
-        for key, line in list(plan[index].items())[collection.shard_lines :]:
-            del plan[index][key]
-            new_lines[key] = line
+    for lines in plan.values():
+        if len(lines) > collection.shard_lines:
+            for key, line in list(lines.items())[collection.shard_lines :]:
+                del lines[key]
+                new_lines[key] = line
     if new_lines:
         _place(collection, plan, list(new_lines.items()))
     return plan

@@ -201,7 +201,7 @@ class Store(StoreEngine):
                 self.open()
             elif self._behind():
                 with self._locked(write=False):
-                    self._catch_up()
+                    self._catch_up(full=self._full_check_due())
             yield
 
     @contextmanager
@@ -217,8 +217,9 @@ class Store(StoreEngine):
                 # shard's stat is compared too, and a change is read in before the call decides anything. The
                 # history is nobody's to edit by hand: its (many) shards are not statted on every write, and a
                 # shard edited anyway is still refused by `_verify_unchanged` before it is overwritten.
-                if self._behind() or any(c.edited_by_hand() for name, c in self.collections.items() if name != HISTORY):
-                    self._catch_up()
+                edited = any(c.edited_by_hand() for name, c in self.collections.items() if name != HISTORY)
+                if edited or self._behind():
+                    self._catch_up(full=edited or self._full_check_due())
                 tx = Transaction(operation=label, actor=actor or self.actor, record_history=record_history)
                 yield tx
                 self._record_events(tx)
@@ -305,13 +306,18 @@ class Store(StoreEngine):
     # -- catching up with the files --------------------------------------------------------------------------
     def _behind(self) -> bool:
         """Whether another process committed (the stamp changed) or a check for hand edits is due."""
-        return (
-            any(c.behind() for c in self.collections.values())
-            or time.monotonic() - self._last_full_check >= self._hand_edit_interval
-        )
+        return any(c.behind() for c in self.collections.values()) or self._full_check_due()
 
-    def _catch_up(self, startup: bool = False) -> None:
-        """With the lock held: finish any interrupted commit and reload what changed on disk."""
+    def _full_check_due(self) -> bool:
+        return time.monotonic() - self._last_full_check >= self._hand_edit_interval
+
+    def _catch_up(self, startup: bool = False, full: bool = True) -> None:
+        """With the lock held: finish any interrupted commit and reload what changed on disk.
+
+        Not `full` (another process committed, and the check for hand edits is not due): only what a commit can
+        have changed is looked at, a collection whose stamp changed and the history's newest shard (appends do
+        not renew its stamp). With 16 processes on one store every call follows others' commits, and statting
+        every shard of every collection each time held the lock for longer than the commits being followed."""
         try:
             left = recover_journal(self.journal, self.owns)
         except OSError as exc:
@@ -320,6 +326,7 @@ class Store(StoreEngine):
             log.warning(
                 "finished a commit interrupted by a crash%s", f"; left alone: {', '.join(left)}" if left else ""
             )
+        full = full or startup or left is not None
         if startup or left is not None:
             # Only a crashed writer leaves temp files; sweeping them on every write would cost a directory scan.
             for folder in {c.names.folder for c in self.collections.values()}:
@@ -327,7 +334,10 @@ class Store(StoreEngine):
         appended = self._follow_appended_events() if not startup else []
         new_events: list[dict[str, Any]] = []
         for collection in self.collections.values():
-            change = collection.reload()
+            if full or collection.behind() or collection.lazy:
+                change = collection.reload(hand_edits=full)
+            else:
+                continue
             if collection.name == HISTORY:
                 change = Reloaded(change.removed, [*appended, *change.upserted])
                 change = self._set_aside_unfinished_appends(collection, change)
@@ -335,7 +345,8 @@ class Store(StoreEngine):
             self._notify(collection.name, change.removed, change.upserted)
         if new_events:
             self._roll_forward(new_events)
-        self._last_full_check = time.monotonic()
+        if full:
+            self._last_full_check = time.monotonic()
         if startup:
             for problem in (p for c in self.collections.values() for p in c.problems()):
                 log.error("unreadable line (kept, never overwritten): %s", problem)

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,40 @@ def test_another_process_sees_each_commit(tmp_path: Path) -> None:
     first.delete_entities(["E3"])
     assert snapshot(first) == snapshot(second)
     assert len(second.read_graph().entities) == 5
+
+
+def test_following_another_process_looks_only_at_the_shards_its_commit_changed_and_hand_edits_still_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = open_graph(tmp_path), open_graph(tmp_path)
+    first.create_entities([ent(f"E{i}", "x") for i in range(60)])
+    assert len(second.read_graph().entities) == 60
+    assert len(shard_files(tmp_path)) > 10
+    looked_at: list[str] = []
+    real_stat, real_scandir = os.stat, os.scandir
+
+    def counted_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path).endswith(".json"):
+            looked_at.append(os.path.basename(str(path)))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counted_scandir(path: object) -> object:
+        looked_at.append("the folder")
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", counted_stat)
+    monkeypatch.setattr(os, "scandir", counted_scandir)
+    first.add_observations([ObservationAddition(entityName="E30", contents=["new"])])
+    looked_at.clear()
+    assert second.open_nodes(["E30"]).entities[0].observations == ["x", "new"]
+    # The rewritten shard and the history's newest at most, not every shard, and no scan of the folder.
+    assert "the folder" not in looked_at and len(set(looked_at)) <= 3, looked_at
+    monkeypatch.undo()
+
+    untouched = next(p for p in shard_files(tmp_path) if '"E5"' in p.read_text(encoding="utf-8"))
+    untouched.write_text(untouched.read_text(encoding="utf-8").replace('["x"]', '["by hand"]'), encoding="utf-8")
+    time.sleep(1.1)  # the check for hand edits comes round (once a second)
+    assert second.open_nodes(["E5"]).entities[0].observations == ["by hand"]
 
 
 def test_a_hand_edit_is_picked_up_before_the_next_write(tmp_path: Path) -> None:
