@@ -227,6 +227,11 @@ class ProjectRouter:
             task_status.started(asgi)
             await self._stopping.wait()
         app.subscriptions.stop()
+        if project is not None:
+            # As the base store is closed at exit (cli.serve): a project's store too saves its start snapshot
+            # when this session changed it, and lets go of its database pool.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(app.store.close)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import psycopg
 import pytest
 
@@ -285,6 +286,46 @@ def test_the_server_writes_the_snapshot_and_its_next_start_restores_it(tmp_path:
     second, log_text = run()
     assert second == first and "N20999" in json.dumps(second)
     assert "restored from the start snapshot" in log_text
+
+
+def test_an_http_project_store_saves_its_snapshot_at_exit_when_the_session_changed_it(tmp_path: Path) -> None:
+    """A project served at /mcp/<project> is closed at shutdown as the base store is: its snapshot, first written
+    after its load, is written again because a call changed the memory."""
+    from tests.memory_graph.test_http import TOKEN, client_for, free_port, serve, wait_for_port
+
+    project = tmp_path / "projects" / "work"
+    project.mkdir(parents=True)
+    with open(project / "memory.json", "w", encoding="utf-8") as out:
+        for i in range(21_000):
+            out.write(json.dumps({"type": "entity", "name": f"N{i}", "entityType": "t", "observations": []}) + "\n")
+    snapshots = tmp_path / "cache-home" / "memory-graph" / "snapshots"
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache-home")
+    try:
+        port = free_port()
+        process = serve(tmp_path, "--port", str(port))
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    try:
+        wait_for_port(process, port)
+        url = f"http://127.0.0.1:{port}/mcp/work"
+
+        async def call(name: str, arguments: dict[str, Any]) -> None:
+            async with client_for(url, TOKEN) as client:
+                assert not (await client.call_tool(name, arguments)).is_error
+
+        anyio.run(call, "open_nodes", {"names": ["N1"]})
+        deadline = time.monotonic() + 60
+        while not list(snapshots.glob("*.bin")):  # written after the project's load, off the request path
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        (first,) = snapshots.glob("*.bin")
+        written = first.stat().st_mtime_ns
+        anyio.run(call, "create_entities", {"entities": [{"name": "New", "entityType": "t", "observations": []}]})
+    finally:
+        process.terminate()
+        process.communicate(timeout=60)
+    (saved,) = snapshots.glob("*.bin")
+    assert saved.stat().st_mtime_ns > written
 
 
 def test_a_save_removes_what_a_writer_killed_mid_write_left_long_ago(tmp_path: Path) -> None:
