@@ -217,9 +217,13 @@ class Store(StoreEngine):
                 # shard's stat is compared too, and a change is read in before the call decides anything. The
                 # history is nobody's to edit by hand: its (many) shards are not statted on every write, and a
                 # shard edited anyway is still refused by `_verify_unchanged` before it is overwritten.
-                edited = any(c.edited_by_hand() for name, c in self.collections.items() if name != HISTORY)
-                if edited or self._behind():
-                    self._catch_up(full=edited or self._full_check_due())
+                # Another process's commits first: they changed its shards' stats too, which were taken for hand
+                # edits (a full catch-up) by a writer that waited for the lock while others committed. What the
+                # stats still tell after it is a hand edit.
+                if self._behind():
+                    self._catch_up(full=self._full_check_due())
+                if any(c.edited_by_hand() for name, c in self.collections.items() if name != HISTORY):
+                    self._catch_up()
                 tx = Transaction(operation=label, actor=actor or self.actor, record_history=record_history)
                 yield tx
                 self._record_events(tx)

@@ -210,6 +210,32 @@ def test_following_another_process_looks_only_at_the_shards_its_commit_changed_a
     assert second.open_nodes(["E5"]).entities[0].observations == ["by hand"]
 
 
+def test_a_write_after_another_process_committed_is_not_taken_for_a_hand_edit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other process's commit changed a shard's stat: that is followed narrowly, not taken for a hand edit
+    that makes the writer stat every shard of the history."""
+    first, second = open_graph(tmp_path), open_graph(tmp_path)
+    for i in range(20):
+        first.create_entities([ent(f"E{i}", "x")])
+    assert len(second.read_graph().entities) == 20
+    assert len(list(tmp_path.glob("history*.json"))) > 5
+    first.add_observations([ObservationAddition(entityName="E3", contents=["new"])])
+    history_stats: list[str] = []
+    real_stat = os.stat
+
+    def counted_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if os.path.basename(str(path)).startswith("history"):
+            history_stats.append(os.path.basename(str(path)))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", counted_stat)
+    second.add_observations([ObservationAddition(entityName="E4", contents=["mine"])])
+    monkeypatch.undo()
+    assert len(set(history_stats)) <= 3, history_stats
+    assert snapshot(open_graph(tmp_path)) == snapshot(second) == snapshot(first)
+
+
 def test_a_hand_edit_is_picked_up_before_the_next_write(tmp_path: Path) -> None:
     graph = open_graph(tmp_path)
     graph.create_entities([ent("Alice")])
