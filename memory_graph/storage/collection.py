@@ -117,6 +117,19 @@ class UnreadLines:
         return _lines_of(self.keys, texts, self.merged)
 
 
+class Plan(dict[int, ShardLines]):
+    """The complete new lines of every shard a commit rewrites (empty: the shard is removed), made by
+    `placement.plan_changes` from copies of the held lines; `moved` says, per shard, the keys it put in or took
+    out (every other key is as held)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.moved: dict[int, set[Key]] = {}
+
+    def edited(self, index: int, key: Key) -> None:
+        self.moved.setdefault(index, set()).add(key)
+
+
 @dataclass
 class Reloaded:
     """What a reload found changed: keys gone, records new or different (file order)."""
@@ -607,16 +620,26 @@ class Collection:
 
     def apply(self, plan: dict[int, ShardLines], token: str) -> None:
         """Hold the shards a commit wrote (the plan), without reading them back."""
+        moved = plan.moved if isinstance(plan, Plan) else {}
         for index, lines in plan.items():
             old = self.shards.get(index)
-            old_keys = old.held_keys() if old is not None else ShardLines().keys()
-            for key in old_keys - lines.keys():
+            if old is not None and index in moved:
+                # Only the keys the commit placed or took out can have come or gone: a commit changes a line or
+                # two of a shard, and every other process replays every commit (`Store._follow_appended_events`).
+                old_keys = old.held_keys()
+                gone = [key for key in moved[index] if key in old_keys and key not in lines]
+                added = [key for key in moved[index] if key in lines and key not in old_keys]
+            else:
+                old_keys = old.held_keys() if old is not None else ShardLines().keys()
+                gone = list(old_keys - lines.keys())
+                added = list(lines.keys() - old_keys)
+            for key in gone:
                 rest = tuple(i for i in self.locations[key] if i != index)
                 if rest:
                     self.locations[key] = rest
                 else:
                     del self.locations[key]
-            for key in lines.keys() - old_keys:
+            for key in added:
                 self._locate(key, index)
             if lines:
                 self.shards[index] = Shard(lines, file_stat(self.names.path(index)), token, [], len(lines))

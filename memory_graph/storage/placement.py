@@ -11,10 +11,9 @@ from typing import Any
 
 from memory_graph.errors import CorruptFileError
 from memory_graph.storage.codec import Key, dump_line, record_key
-from memory_graph.storage.collection import Collection, ShardLines
+from memory_graph.storage.collection import Collection, Plan, ShardLines
 
-Plan = dict[int, ShardLines]
-"""The complete new lines of every shard a commit rewrites (empty: the shard is removed)."""
+__all__ = ["Changes", "Plan", "plan_changes"]
 
 
 @dataclass
@@ -37,34 +36,36 @@ class Changes:
 
 def plan_changes(collection: Collection, changes: Changes) -> Plan:
     """New content of every shard the changes touch; raises (CorruptFileError) before anything is written."""
-    plan: Plan = {}
+    plan = Plan()
 
-    def edit(index: int) -> ShardLines:
+    def edit(index: int, key: Key) -> ShardLines:
         if index not in plan:
             shard = collection.shards.get(index)
             if shard is not None and shard.problems:
                 raise CorruptFileError(shard.problems)
             plan[index] = dict(shard.lines) if shard is not None else {}
+        plan.edited(index, key)
         return plan[index]
 
     for key in changes.deletes:
         for index in collection.locations.get(key, ()):
-            edit(index).pop(key, None)
+            edit(index, key).pop(key, None)
     new_lines: dict[Key, str] = {}  # by key: a record upserted twice in one call is placed once, the last version
     for record in changes.upserts:
         key = record_key(record)
         line = dump_line(record)
         where = collection.locations.get(key)
         if where:
-            edit(where[0])[key] = line
+            edit(where[0], key)[key] = line
             for extra in where[1:]:
-                edit(extra).pop(key, None)
+                edit(extra, key).pop(key, None)
         else:
             new_lines[key] = line
-    for lines in plan.values():
+    for index, lines in plan.items():
         if len(lines) > collection.shard_lines:
             for key, line in list(lines.items())[collection.shard_lines :]:
                 del lines[key]
+                plan.edited(index, key)
                 new_lines[key] = line
     if new_lines:
         _place(collection, plan, list(new_lines.items()))
@@ -74,10 +75,11 @@ def plan_changes(collection: Collection, changes: Changes) -> Plan:
 def _place(collection: Collection, plan: Plan, new_lines: list[tuple[Key, str]]) -> None:
     pending = list(reversed(new_lines))  # popped from the end: first in, first placed
 
-    def fill(lines: ShardLines) -> None:
+    def fill(index: int, lines: ShardLines) -> None:
         while pending and len(lines) < collection.shard_lines:
             key, line = pending.pop()
             lines[key] = line
+            plan.edited(index, key)
 
     held = sorted(set(collection.shards) | set(plan))
     if collection.lazy:
@@ -93,10 +95,10 @@ def _place(collection: Collection, plan: Plan, new_lines: list[tuple[Key, str]])
         size = len(plan[index]) if index in plan else shard.line_count if shard is not None else 0
         if size >= collection.shard_lines:
             continue
-        fill(plan.setdefault(index, dict(shard.lines) if shard is not None else {}))
+        fill(index, plan.setdefault(index, dict(shard.lines) if shard is not None else {}))
     index = max([*collection.shards, *plan, *collection.deferred], default=-1) + 1 if collection.lazy else 0
     while pending:
         # A file already there that is not ours (another memory's `memory-2.json`) is never taken over.
         while index in collection.shards or index in plan or collection.names.path(index).exists():
             index += 1
-        fill(plan.setdefault(index, {}))
+        fill(index, plan.setdefault(index, {}))

@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import wait
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,7 +70,7 @@ from memory_graph.storage.layout import (
     rejected_lines_file,
 )
 from memory_graph.storage.lock import FolderLock, LockTimeout
-from memory_graph.storage.placement import Changes, Plan, plan_changes
+from memory_graph.storage.placement import Changes, plan_changes
 from memory_graph.storage.stamp import Manifest, StampFile
 
 log = logging.getLogger(__name__)
@@ -544,7 +544,7 @@ class Store(StoreEngine):
             ) from exc
         self.bytes_written += sum(len(w.content.encode("utf-8")) for w in writes if w.content)
 
-    def _verify_unchanged(self, plans: dict[str, Plan]) -> None:
+    def _verify_unchanged(self, plans: Mapping[str, Mapping[int, object]]) -> None:
         """Refuse to overwrite a shard that changed on disk since the transaction started (a hand edit in the
         last instant): nothing is written, the change is read in, and the caller is told to retry."""
         for name, plan in plans.items():

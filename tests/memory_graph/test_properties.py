@@ -59,17 +59,27 @@ def state(graph) -> tuple:
     )
 
 
+def placement(graph) -> tuple:
+    memory = graph.store.collections["memory"]
+    return memory.locations, {index: list(shard.held_keys()) for index, shard in memory.shards.items()}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(operation, max_size=25), shard_lines=st.sampled_from([1, 2, 3, 1000]))
 def test_reload_equals_memory(ops: list, shard_lines: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         graph = open_graph(Path(folder), shard_lines=shard_lines)
+        follower = open_graph(Path(folder), shard_lines=shard_lines)  # another process, following each commit
         for name, argument in ops:
             with contextlib.suppress(NotFoundError):  # refused calls must change nothing; checked below
                 getattr(graph, name)(argument)
+            follower.read_graph()
         expected = state(graph)
         reloaded = open_graph(Path(folder), shard_lines=shard_lines)
-        assert state(reloaded) == expected
+        assert state(reloaded) == expected == state(follower)
+        # Where each record is held (kept up by every commit and every commit followed) is where a load finds it.
+        loaded = placement(reloaded)
+        assert placement(graph) == loaded and placement(follower) == loaded
         entity_names = {e[0] for e in expected[0]}
         assert all(f in entity_names and t in entity_names for f, t, _ in expected[1])
         for shard in Path(folder).glob("memory*.json"):
