@@ -86,8 +86,9 @@ def unfinished_commit(
     edited by hand since). Only the newest commit can be unfinished: every later commit catches up first.
 
     `written(collection, token)`: whether the collection's stamp still lists a shard with the generation the
-    commit gave it (`commitToken`). If not, a later commit rewrote those shards: a record back at its `before`
-    was changed back by someone else (another memory sharing the lesson file), not left unfinished."""
+    commit gave it (`commitToken`), unchanged since the commit's events were appended. If not, a later commit
+    rewrote those shards, or a hand edit changed them after the commit landed: a record back at its `before` was
+    changed back by someone else (another memory sharing the lesson file, a person), not left unfinished."""
     newest = max(new_events, key=lambda e: str(e["id"]))
     prefix = commit_of(newest)
     commit = [e for e in new_events if str(e["id"]).startswith(prefix)]

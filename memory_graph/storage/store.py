@@ -447,10 +447,26 @@ class Store(StoreEngine):
     def _roll_forward(self, new_events: list[dict[str, Any]]) -> None:
         """Finish a commit whose events were written but whose graph shard was not (see history_log.py)."""
 
+        # The time of the newest commit's append, by the same clock as the shards' (the kernel's, not the
+        # event ids', which keep their order when the clock steps back).
+        history = self.collections[HISTORY]
+        where = history.locations.get(record_key(max(new_events, key=lambda e: str(e["id"]))))
+        appended = file_stat(history.names.path(where[-1])) if where else None
+
         def written(name: str, token: str) -> bool:
             collection = self.collections.get(name)
             manifest = collection.stamp.manifest(collection.stamp.read()) if collection is not None else None
-            return manifest is None or token in manifest.values()  # no stamp: nothing to tell by
+            if collection is None or manifest is None:
+                return True  # no stamp: nothing to tell by
+            files = [file for file, generation in manifest.items() if generation == token]
+            if not files or appended is None:
+                return bool(files)
+            # Trigger: a shard the commit was rewriting changed after the commit's events were appended. Why: a
+            # crash leaves it as it was before (older than the append); a newer one was replaced by the commit
+            # and then edited by hand, say to delete the record the commit created. Outcome: that edit stands,
+            # nothing is redone.
+            stats = (file_stat(collection.names.folder / file) for file in files)
+            return all(stat is None or stat[1] <= appended[1] for stat in stats)
 
         changes = unfinished_commit(new_events, self.collections, written)
         if changes and all(os.access(c.names.folder, os.W_OK) for c in self.collections.values()):

@@ -228,14 +228,16 @@ def test_event_ids_keep_the_order_of_commits_when_the_clock_steps_back(
     services = open_services(tmp_path, shard_lines=1000)
     services.graph.create_entities([person("Alice")])
     graph_file = tmp_path / "memory.json"
-    graph_before = graph_file.read_bytes()
+    graph_before, untouched = graph_file.read_bytes(), graph_file.stat()
     real = time.time_ns
     monkeypatch.setattr(time, "time_ns", lambda: real() - 3_600_000_000_000)  # an hour back
     services.graph.delete_entities(["Alice"])
     monkeypatch.undo()
 
     assert [e["op"] for e in services.store.events()] == ["create_entities", "delete_entities"]
-    graph_file.write_bytes(graph_before)  # an interrupted delete: its event flushed, the shard never replaced
+    # An interrupted delete: its event flushed, the shard never replaced (as it was, with its time).
+    graph_file.write_bytes(graph_before)
+    os.utime(graph_file, ns=(untouched.st_atime_ns, untouched.st_mtime_ns))
     reopened = open_services(tmp_path, shard_lines=1000)
     assert reopened.graph.read_graph().entities == []  # the newest commit is the delete, and it is finished
     assert replayed(reopened.graph) == snapshot(reopened.graph)
