@@ -288,9 +288,15 @@ class Store(StoreEngine):
         return sum(len(c.locations) for c in self._snapshotted().values())
 
     def _collection_snapshot(self) -> dict[str, Any] | None:
-        """None when a collection cannot be kept."""
+        """None when a collection cannot be kept. Once kept, the shards are held by their keys as a restart holds
+        them (`Collection.hold_keys_only`): the files were just checked against what is held."""
         states = {name: c.snapshot_state() for name, c in self._snapshotted().items()}
-        return None if any(state is None for state in states.values()) else states
+        kept = {name: state for name, state in states.items() if state is not None}
+        if len(kept) != len(states):
+            return None
+        for name, state in kept.items():
+            self.collections[name].hold_keys_only(state)
+        return kept
 
     def _restore_collections(self, state: Any) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         kept = self._snapshotted()

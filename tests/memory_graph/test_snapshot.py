@@ -208,6 +208,25 @@ def test_a_file_with_twice_written_records_and_blank_lines_is_restored_as_loaded
     assert (folder / "memory.json").read_text(encoding="utf-8") == text  # a restore writes nothing
 
 
+def test_a_first_start_holds_its_shards_by_their_keys_once_the_snapshot_is_written(tmp_path: Path) -> None:
+    """As a restart does: the lines are read back from the file when a write needs them, twice-written records
+    and blank lines included, and another server follows the writes."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    folder.mkdir()
+    records = [{"type": "entity", "name": f"E{i}", "entityType": "thing", "observations": [f"o{i}"]} for i in range(30)]
+    records.insert(10, {"type": "entity", "name": "E3", "entityType": "thing", "observations": ["another copy"]})
+    text = "\n".join(json.dumps(r) for r in records[:20]) + "\n\n" + "\n".join(json.dumps(r) for r in records[20:])
+    (folder / "memory.json").write_text(text, encoding="utf-8")
+    follower = services(folder, tmp_path / "follower-cache")
+    follower.store.open()
+    first = snapshot_written(folder, cache)
+    assert all(shard.unread_lines() is not None for shard in memory_shards(first).values())
+    first.graph.add_observations([ObservationAddition(entityName="E3", contents=["new"])])
+    first.graph.create_entities([Entity(name="New", entityType="thing", observations=[])])
+    assert first.graph.open_nodes(["E3"]).entities[0].observations == ["o3", "another copy", "new"]
+    assert content(first) == fresh_content(folder, tmp_path) == content(follower)
+
+
 @pytest.mark.parametrize("damage", ["flipped byte", "cut short", "other code", "garbage"])
 @pytest.mark.usefixtures("each_engine")
 def test_a_damaged_or_foreign_snapshot_is_ignored(
