@@ -59,7 +59,7 @@ def main() -> int:
                 if label == "without the cache":
                     (folder / "lesson.signatures.jsonl").unlink()
                 query = {"errorPattern": {"message": "KeyError: 'x'"}}
-                _, answered, _ = cold_start(
+                _, answered, _, _ = cold_start(
                     [sys.executable, "-m", "memory_graph"],
                     folder / "memory.json",
                     "find_similar_errors",

@@ -100,9 +100,15 @@ def prime(command: list[str], memory: Path, tool: str, arguments: dict) -> None:
 
 
 def cold_start(
-    command: list[str], memory: Path, tool: str, arguments: dict, extra_env: dict[str, str] | None = None
-) -> tuple[float, float, int]:
-    """(seconds to the initialize answer, seconds to the tool's answer, RSS in KiB after it)."""
+    command: list[str],
+    memory: Path,
+    tool: str,
+    arguments: dict,
+    extra_env: dict[str, str] | None = None,
+    settle: float = 0,
+) -> tuple[float, float, int, int]:
+    """(seconds to the initialize answer, seconds to the tool's answer, RSS in KiB after it, and `settle` seconds
+    later: what a long session holds once the load's background work is done)."""
     env = server_env(memory, extra_env)
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -118,7 +124,9 @@ def cold_start(
         answer = request(process, call)
         answered = time.perf_counter() - started
         assert "result" in answer and not answer["result"].get("isError"), answer
-        return initialized, answered, rss_kb(process.pid)
+        at_answer = rss_kb(process.pid)
+        time.sleep(settle)
+        return initialized, answered, at_answer, rss_kb(process.pid) if settle else at_answer
     finally:
         process.kill()
         process.wait()
@@ -129,6 +137,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--settle", type=float, default=0, help="also measure RSS this many seconds after")
     args = parser.parse_args()
     ours = [sys.executable, "-m", "memory_graph"]
     servers = {"memory-graph": ours, "memory-graph restart": ours}
@@ -150,11 +159,15 @@ def main() -> int:
                         shutil.copy(source, copy)
                         if name.endswith("restart"):
                             prime(command, copy, tool, arguments)
-                        initialized, answered, rss = cold_start(command, copy, tool, arguments)
+                        initialized, answered, rss, settled = cold_start(
+                            command, copy, tool, arguments, settle=args.settle
+                        )
                         row = figures[name]
                         row.setdefault("initialize s", []).append(initialized)
                         row.setdefault(f"first {tool} s", []).append(answered)
                         row.setdefault(f"RSS after {tool} MB", []).append(rss / 1024)
+                        if args.settle:
+                            row.setdefault(f"RSS {args.settle:g} s after {tool} MB", []).append(settled / 1024)
                         shutil.rmtree(copy.parent)
             medians = {name: {k: statistics.median(v) for k, v in row.items()} for name, row in figures.items()}
             results[str(size)] = {"disk MB": disk / 1e6, **medians}
