@@ -631,21 +631,18 @@ class Collection:
         for key in lines:
             self._locate(key, index)
 
-    def apply(self, plan: dict[int, ShardLines], token: str) -> None:
+    def apply(self, plan: Plan, token: str) -> None:
         """Hold the shards a commit wrote (the plan), without reading them back."""
-        moved = plan.moved if isinstance(plan, Plan) else {}
         for index, lines in plan.items():
             old = self.shards.get(index)
-            if old is not None and index in moved:
+            if old is None:
+                gone, added = [], list(lines)
+            else:
                 # Only the keys the commit placed or took out can have come or gone: a commit changes a line or
                 # two of a shard, and every other process replays every commit (`Store._follow_appended_events`).
-                old_keys = old.held_keys()
-                gone = [key for key in moved[index] if key in old_keys and key not in lines]
-                added = [key for key in moved[index] if key in lines and key not in old_keys]
-            else:
-                old_keys = old.held_keys() if old is not None else ShardLines().keys()
-                gone = list(old_keys - lines.keys())
-                added = list(lines.keys() - old_keys)
+                old_keys, moved = old.held_keys(), plan.moved.get(index, ())
+                gone = [key for key in moved if key in old_keys and key not in lines]
+                added = [key for key in moved if key in lines and key not in old_keys]
             for key in gone:
                 rest = tuple(i for i in self.locations[key] if i != index)
                 if rest:

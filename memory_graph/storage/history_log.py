@@ -95,10 +95,13 @@ def unfinished_commit(
     expected = newest.get("commitEvents")
     if isinstance(expected, int) and len(commit) < expected:
         return {}  # part of a commit: never applied (an unfinished append is moved aside first, see below)
+    # The records first: in memory, and what rules out the usual case (the commit landed) without the stamps'
+    # and shards' I/O `written` does, since every catch-up that follows commits asks.
+    changes = redo_changes(commit, collections)
     token = newest.get("commitToken")
-    if isinstance(token, str) and not all(written(name, token) for name in {e["collection"] for e in commit}):
+    if not changes or (isinstance(token, str) and not all(written(name, token) for name in changes)):
         return {}
-    return redo_changes(commit, collections) or {}
+    return changes
 
 
 def redo_changes(commit: list[dict[str, Any]], collections: Mapping[str, Collection]) -> dict[str, Changes] | None:

@@ -344,10 +344,9 @@ class Store(StoreEngine):
         appended = self._follow_appended_events() if not startup else []
         new_events: list[dict[str, Any]] = []
         for collection in self.collections.values():
-            if full or collection.behind() or collection.lazy:
-                change = collection.reload(hand_edits=full)
-            else:
+            if not (full or collection.behind() or collection.lazy):
                 continue
+            change = collection.reload(hand_edits=full)
             if collection.name == HISTORY:
                 change = Reloaded(change.removed, [*appended, *change.upserted])
                 change = self._set_aside_unfinished_appends(collection, change)
@@ -453,18 +452,17 @@ class Store(StoreEngine):
     def _roll_forward(self, new_events: list[dict[str, Any]]) -> None:
         """Finish a commit whose events were written but whose graph shard was not (see history_log.py)."""
 
-        # The time of the newest commit's append, by the same clock as the shards' (the kernel's, not the
-        # event ids', which keep their order when the clock steps back).
-        history = self.collections[HISTORY]
-        where = history.locations.get(record_key(max(new_events, key=lambda e: str(e["id"]))))
-        appended = file_stat(history.names.path(where[-1])) if where else None
-
         def written(name: str, token: str) -> bool:
             collection = self.collections.get(name)
             manifest = collection.stamp.manifest(collection.stamp.read()) if collection is not None else None
             if collection is None or manifest is None:
                 return True  # no stamp: nothing to tell by
             files = [file for file, generation in manifest.items() if generation == token]
+            # The time of the newest commit's append, by the same clock as the shards' (the kernel's, not the
+            # event ids', which keep their order when the clock steps back).
+            history = self.collections[HISTORY]
+            where = history.locations.get(record_key(max(new_events, key=lambda e: str(e["id"]))))
+            appended = file_stat(history.names.path(where[-1])) if where else None
             if not files or appended is None:
                 return bool(files)
             # Trigger: a shard the commit was rewriting changed after the commit's events were appended. Why: a
