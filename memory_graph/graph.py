@@ -220,7 +220,13 @@ class GraphState:
         return sorted(self._touching(names), key=self.relations.__getitem__)  # creation order, like the reference
 
     def count_relations_touching(self, names: Iterable[str]) -> int:
-        return len(self._touching(names))  # (a cut response counts thousands of them; sorting them cost 15 ms)
+        """How many distinct relations touch the names (a cut response reports it for thousands of matches). For
+        many names one pass over every relation is cheaper than collecting each name's into a set (at 100k
+        entities, 56 against 143 ms for three quarters of them)."""
+        chosen = set(names)
+        if 4 * len(chosen) > len(self.entities):
+            return sum(1 for start, end, _ in self.relations if start in chosen or end in chosen)
+        return len(self._touching(chosen))
 
     def _touching(self, names: Iterable[str]) -> set[RelationKey]:
         found: set[RelationKey] = set()

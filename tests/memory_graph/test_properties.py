@@ -84,3 +84,28 @@ def test_reload_equals_memory(ops: list, shard_lines: int) -> None:
         assert all(f in entity_names and t in entity_names for f, t, _ in expected[1])
         for shard in Path(folder).glob("memory*.json"):
             assert shard.read_text(encoding="utf-8").count("\n") <= shard_lines
+
+
+NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    relations=st.lists(st.tuples(NAMES, NAMES, st.sampled_from(["knows", "owns"])), max_size=30),
+    chosen=st.lists(NAMES, max_size=8),
+    others=st.integers(min_value=0, max_value=40),
+)
+def test_relations_touching_are_counted_as_they_are_collected(relations: list, chosen: list, others: int) -> None:
+    """A cut response reports how many relations touch its matches (for many names, counted in one pass over the
+    relations; `others`, unrelated entities, moves the point where that starts)."""
+    from memory_graph.graph import GraphState
+
+    state = GraphState()
+    entities = [{"type": "entity", "name": f"other {i}", "entityType": "t", "observations": []} for i in range(others)]
+    state.records_changed(
+        "memory",
+        [],
+        [*entities, *({"type": "relation", "from": f, "to": t, "relationType": r} for f, t, r in relations)],
+    )
+    touching = {key for key in set(relations) if key[0] in chosen or key[1] in chosen}
+    assert state.count_relations_touching(chosen) == len(touching) == len(state.relations_touching(chosen))

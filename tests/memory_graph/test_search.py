@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memory_graph.search import FIELD_SEPARATOR, SubstringIndex
+from memory_graph.search import FIELD_SEPARATOR, SubstringIndex, query_terms
 
 ALPHABET = st.sampled_from(list("abcAB xyz-_.'é1İßΣ"))
 TEXT = st.text(ALPHABET, max_size=14)
@@ -45,3 +45,40 @@ def test_the_index_agrees_with_a_scan(docs: dict, queries: list[str], removed: i
         index.put(name, docs[name])
     for query in [*queries, "changed", "chang", ""]:
         assert set(index.matching(query)) == brute_force(docs, query), query
+
+
+def reference_order(docs: dict[str, list[str]], query: str, scores: dict[str, float], order: list[str]) -> list[str]:
+    """The substring tier's order, written out as its rule reads (search._substring_order must agree)."""
+    phrase = query.lower()
+
+    def key(name: str) -> tuple:
+        lowered = name.lower()
+        whole = any(phrase in field.lower() for field in docs[name])
+        tier = 0 if lowered == phrase else 1 if lowered.startswith(phrase) else 2
+        return (0 if whole else 1, tier, -scores.get(name, 0.0), 0 if phrase in lowered else 1, order.index(name))
+
+    return sorted(brute_force(docs, query), key=key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    docs=st.dictionaries(
+        st.text(ALPHABET, min_size=1, max_size=6), st.lists(TEXT, min_size=1, max_size=3), min_size=1, max_size=12
+    ),
+    queries=st.lists(TEXT, min_size=1, max_size=4),
+)
+def test_the_substring_tier_is_ordered_by_its_rule(docs: dict, queries: list[str]) -> None:
+    index = SubstringIndex()
+    for name, fields in docs.items():
+        index.put(name, [name, *fields])
+    while index.index_some(1000):
+        pass
+    order = list(docs)
+    fields = {name: [name, *docs[name]] for name in docs}
+    for query in [*queries, *(name[:2] for name in order[:2])]:
+        first, _ = index.search_tiers(query, lambda name: [], order.index)
+        # The word scores the tier orders by, as search_tiers computes them (keyed by document there).
+        terms = [] if FIELD_SEPARATOR in query else query_terms(query)
+        by_doc, _ = index._scores(index._term_weights(terms)) if terms else ({}, {})
+        scores = {index._names[doc] or "": score for doc, score in by_doc.items()}
+        assert first == reference_order(fields, query, scores, order), query
