@@ -16,6 +16,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice, repeat
 from sys import intern
 from typing import Any
 
@@ -103,6 +104,7 @@ class ExportedGraph:
 
 
 SMALL_DEGREE = 8
+DEGREE_SAMPLE = 64  # names whose relations estimate how many a set of names touches (count_relations_touching)
 
 
 class GraphState:
@@ -220,11 +222,15 @@ class GraphState:
         return sorted(self._touching(names), key=self.relations.__getitem__)  # creation order, like the reference
 
     def count_relations_touching(self, names: Iterable[str]) -> int:
-        """How many distinct relations touch the names (a cut response reports it for thousands of matches). For
-        many names one pass over every relation is cheaper than collecting each name's into a set (at 100k
-        entities, 56 against 143 ms for three quarters of them)."""
+        """How many distinct relations touch the names (a cut response reports it for thousands of matches). When
+        they touch more than half of all relations, one pass over every relation is cheaper than collecting theirs
+        into a set (at 100k entities, 56 against 143 ms for three quarters of them); otherwise theirs are fewer."""
         chosen = set(names)
-        if 4 * len(chosen) > len(self.entities):
+        # Estimated from a sample of the names (summing every name's degree cost a third of the pass it saves);
+        # either way the count is exact.
+        sample = list(islice(chosen, DEGREE_SAMPLE))
+        touching = sum(map(len, map(self.by_node.get, sample, repeat(())))) * len(chosen) / max(len(sample), 1)
+        if 2 * touching > len(self.relations):
             return sum(1 for start, end, _ in self.relations if start in chosen or end in chosen)
         return len(self._touching(chosen))
 

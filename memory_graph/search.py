@@ -542,8 +542,8 @@ class SubstringIndex:
         """The substring tier's order: what the reference returns (the whole query inside one field) before words
         found in any order; then the exact name, then a name prefix, then by word score (a whole word beats a piece
         of one, "RRIF" the acronym before "terrified"), then matches in the name before the rest; then creation
-        order. Keys are built in one pass: a broad query matches a tenth of a large memory, and a call per
-        document per key part cost more than the sort."""
+        order (then the document, should a caller's `ordinal` tie). Keys are built in one pass: a broad query
+        matches a tenth of a large memory, and a call per document per key part cost more than the sort."""
         names, contains = self._names, self._contains
         # A one-word query's matches all hold it whole (_substring_docs keeps no other): no need to test again.
         whole = (lambda doc: 0) if len(query.split()) <= 1 else (lambda doc: 0 if contains(doc, query) else 1)

@@ -75,10 +75,26 @@ def test_the_substring_tier_is_ordered_by_its_rule(docs: dict, queries: list[str
         pass
     order = list(docs)
     fields = {name: [name, *docs[name]] for name in docs}
-    for query in [*queries, *(name[:2] for name in order[:2])]:
+    # Words of a document in another order (matched as scattered words, below the documents holding the phrase),
+    # and a name's start (the prefix tier).
+    shuffled = [" ".join(reversed(f"{name} {' '.join(docs[name])}".split())) for name in order[:3]]
+    for query in [*queries, *shuffled, *(name[:2] for name in order[:2])]:
         first, _ = index.search_tiers(query, lambda name: [], order.index)
         # The word scores the tier orders by, as search_tiers computes them (keyed by document there).
         terms = [] if FIELD_SEPARATOR in query else query_terms(query)
         by_doc, _ = index._scores(index._term_weights(terms)) if terms else ({}, {})
         scores = {index._names[doc] or "": score for doc, score in by_doc.items()}
         assert first == reference_order(fields, query, scores, order), query
+
+
+def test_the_whole_phrase_comes_before_its_words_found_apart() -> None:
+    """The reference's own matches (the phrase inside one field) lead, even when an entity holding the words apart,
+    in its name, scores higher and was created first."""
+    index = SubstringIndex()
+    index.put("beta alpha", ["beta alpha", "note", "alpha"])
+    index.put("x", ["x", "note", "an alpha beta test"])
+    while index.index_some(1000):
+        pass
+    order = ["beta alpha", "x"]
+    first, _ = index.search_tiers("Alpha Beta", lambda name: [], order.index)
+    assert first == ["x", "beta alpha"]
