@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import alternate
 
 
 def measure(entities: int, commits: int, rounds: int) -> float:
@@ -62,23 +60,14 @@ def main() -> None:
     parser.add_argument("--entities", type=int, default=10000)
     parser.add_argument("--commits", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--code", help="another checkout of the code, timed alternately with this one")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    alternate.add_arguments(parser)
+    parser.set_defaults(runs=3)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.entities, args.commits, args.rounds)))
         return
-    codes = {"this code": ROOT, **({"--code": Path(args.code).resolve()} if args.code else {})}
-    results: dict[str, list[float]] = {label: [] for label in codes}
-    for _ in range(args.runs):
-        for label, code in codes.items():
-            env = {**os.environ, "PYTHONPATH": str(code), "MEMORY_SEMANTIC": "off"}
-            command = [sys.executable, __file__, "--child", "--entities", str(args.entities)]
-            command += ["--commits", str(args.commits), "--rounds", str(args.rounds)]
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-            results[label].append(float(done.stdout.strip().splitlines()[-1]))
-    for label, values in results.items():
+    arguments = ["--entities", str(args.entities), "--commits", str(args.commits), "--rounds", str(args.rounds)]
+    for label, values in alternate.run_alternately(__file__, arguments, args).items():
         shown = ", ".join(f"{v:.2f}" for v in values)
         print(f"{label}: a read following {args.commits} commits, p50 {statistics.median(values):.2f} ms ({shown})")
 

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import alternate
+
 QUERIES = ["topic7", "topic42", "entity 5", "fact 2 about"]
 
 
@@ -51,22 +50,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entities", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--code", help="another checkout of the code, timed alternately with this one")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    alternate.add_arguments(parser)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.entities, args.rounds)))
         return
-    codes = {"this code": ROOT, **({"--code": Path(args.code).resolve()} if args.code else {})}
-    results: dict[str, list[dict[str, float]]] = {label: [] for label in codes}
-    for _ in range(args.runs):
-        for label, code in codes.items():
-            env = {**os.environ, "PYTHONPATH": str(code), "MEMORY_SEMANTIC": "off"}
-            command = [sys.executable, __file__, "--child", "--entities", str(args.entities)]
-            command += ["--rounds", str(args.rounds)]
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=code)
-            results[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    arguments = ["--entities", str(args.entities), "--rounds", str(args.rounds)]
+    results = alternate.run_alternately(__file__, arguments, args)
     print(f"search_nodes p50 in ms at {args.entities:,} entities (each run: {args.rounds} calls per query)")
     for label, runs in results.items():
         shown = "  ".join(f"{q!r} {statistics.median(r[q] for r in runs):.1f}" for q in QUERIES)
