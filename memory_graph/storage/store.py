@@ -62,6 +62,7 @@ from memory_graph.storage.history_log import (
     whole_commits,
 )
 from memory_graph.storage.layout import (
+    FileStat,
     ShardNames,
     bookkeeping_file,
     file_stat,
@@ -452,25 +453,31 @@ class Store(StoreEngine):
     def _roll_forward(self, new_events: list[dict[str, Any]]) -> None:
         """Finish a commit whose events were written but whose graph shard was not (see history_log.py)."""
 
+        @functools.cache
+        def appended() -> FileStat | None:
+            """The time of the newest commit's append, by the same clock as the shards' (the kernel's, not the
+            event ids', which keep their order when the clock steps back); read once, when first asked."""
+            history = self.collections[HISTORY]
+            where = history.locations.get(record_key(max(new_events, key=lambda e: str(e["id"]))))
+            return file_stat(history.names.path(where[-1])) if where else None
+
         def written(name: str, token: str) -> bool:
             collection = self.collections.get(name)
             manifest = collection.stamp.manifest(collection.stamp.read()) if collection is not None else None
             if collection is None or manifest is None:
                 return True  # no stamp: nothing to tell by
             files = [file for file, generation in manifest.items() if generation == token]
-            # The time of the newest commit's append, by the same clock as the shards' (the kernel's, not the
-            # event ids', which keep their order when the clock steps back).
-            history = self.collections[HISTORY]
-            where = history.locations.get(record_key(max(new_events, key=lambda e: str(e["id"]))))
-            appended = file_stat(history.names.path(where[-1])) if where else None
-            if not files or appended is None:
-                return bool(files)
+            if not files:
+                return False
+            appended_at = appended()
+            if appended_at is None:
+                return True
             # Trigger: a shard the commit was rewriting changed after the commit's events were appended. Why: a
             # crash leaves it as it was before (older than the append); a newer one was replaced by the commit
             # and then edited by hand, say to delete the record the commit created. Outcome: that edit stands,
             # nothing is redone.
             stats = (file_stat(collection.names.folder / file) for file in files)
-            return all(stat is None or stat[1] <= appended[1] for stat in stats)
+            return all(stat is None or stat[1] <= appended_at[1] for stat in stats)
 
         changes = unfinished_commit(new_events, self.collections, written)
         if changes and all(os.access(c.names.folder, os.W_OK) for c in self.collections.values()):
