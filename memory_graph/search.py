@@ -459,26 +459,39 @@ class SubstringIndex:
         return fragment in text
 
     def _substring_docs(self, query: str) -> list[int]:
+        whole, apart = self._substring_parts(query)
+        return [*whole, *apart]
+
+    def _substring_parts(self, query: str) -> tuple[list[int], list[int]]:
+        """The documents matching a query: (those holding it whole inside one field, the reference's rule; those
+        holding each of its several words somewhere)."""
         phrase = query.lower()
         tokens = phrase.split()
         words = list(dict.fromkeys(tokens))
         several = len(tokens) > 1  # "a a" is two words (both present), even if they are the same one
-        contains = self._contains
+        whole: list[int] = []
+        apart: list[int] = []
         if FIELD_SEPARATOR in phrase:
             # Only an entity with a field that holds the separator itself can match such a query.
-            pool: Iterable[int] = [self._doc_of[n] for n in self._fields_with_separator]
-            if several:
-                return [d for d in pool if contains(d, phrase) or all(contains(d, w) for w in words)]
-            return [d for d in pool if contains(d, phrase)]
-        pool = self._narrowed(phrase, words, several)
+            contains = self._contains
+            for d in (self._doc_of[n] for n in self._fields_with_separator):
+                if contains(d, phrase):
+                    whole.append(d)
+                elif several and all(contains(d, w) for w in words):
+                    apart.append(d)
+            return whole, apart
         # Without the separator in the query a field test is a test of the joined text: done inline, as a broad
         # query tests a tenth of a large memory's documents (a call per test cost more than the tests).
         texts = self._texts
-        if several:
-            return [
-                d for d in pool if (text := texts[d]) is not None and (phrase in text or all(w in text for w in words))
-            ]
-        return [d for d in pool if (text := texts[d]) is not None and phrase in text]
+        for d in self._narrowed(phrase, words, several):
+            text = texts[d]
+            if text is None:
+                continue
+            if phrase in text:
+                whole.append(d)
+            elif several and all(w in text for w in words):
+                apart.append(d)
+        return whole, apart
 
     def _narrowed(self, phrase: str, words: list[str], several: bool) -> Iterable[int]:
         """Documents that may match: the index's candidates plus every pending document, or all when the query
@@ -517,12 +530,17 @@ class SubstringIndex:
         """The substring tier, and the ranked tier with whether each hit covers every query word."""
         # Each search takes its share of a backlog (a graph loaded but not yet warmed up), never all of it.
         self.index_some(SEARCH_SLICE)
-        substring = self._substring_docs(query)
+        whole, apart = self._substring_parts(query)
         # A query holding the field separator asks for literal text, which only the substring tier can answer.
         terms = [] if FIELD_SEPARATOR in query else query_terms(query)
         scores, coverage = self._scores(self._term_weights(terms)) if terms else ({}, {})
         names = self._names
-        first = self._substring_order(substring, query.lower(), scores, ordinal)
+        lowered = query.lower()
+        # What the reference returns (the whole query inside one field) before words found in any order.
+        first = [
+            *self._substring_order(whole, lowered, scores, ordinal),
+            *self._substring_order(apart, lowered, scores, ordinal),
+        ]
         first_names = [names[d] or "" for d in first]
         if not terms:
             return first_names, []
@@ -546,21 +564,18 @@ class SubstringIndex:
     def _substring_order(
         self, docs: list[int], query: str, scores: dict[int, float], ordinal: Callable[[str], int]
     ) -> list[int]:
-        """The substring tier's order: what the reference returns (the whole query inside one field) before words
-        found in any order; then the exact name, then a name prefix, then by word score (a whole word beats a piece
-        of one, "RRIF" the acronym before "terrified"), then matches in the name before the rest; then creation
-        order (then the document, should a caller's `ordinal` tie). Keys are built in one pass: a broad query
-        matches a tenth of a large memory, and a call per document per key part cost more than the sort."""
-        names, contains = self._names, self._contains
-        # A one-word query's matches all hold it whole (_substring_docs keeps no other): no need to test again.
-        whole = (lambda doc: 0) if len(query.split()) <= 1 else (lambda doc: 0 if contains(doc, query) else 1)
+        """Within a part of the substring tier: the exact name, then a name prefix, then by word score (a whole word
+        beats a piece of one, "RRIF" the acronym before "terrified"), then matches in the name before the rest; then
+        creation order (then the document, should a caller's `ordinal` tie). Keys are built in one pass: a broad
+        query matches a tenth of a large memory, and a call per document per key part cost more than the sort."""
+        names = self._names
         keyed = []
         for doc in docs:
             name = names[doc] or ""
             lowered = name.lower()
             tier = 0 if lowered == query else 1 if lowered.startswith(query) else 2
             in_name = 0 if query in lowered else 1
-            keyed.append((whole(doc), tier, -scores.get(doc, 0.0), in_name, ordinal(name), doc))
+            keyed.append((tier, -scores.get(doc, 0.0), in_name, ordinal(name), doc))
         keyed.sort()
         return [key[-1] for key in keyed]
 
