@@ -18,10 +18,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lessons_bars import DATA, LESSONS  # noqa: E402  (the dev sets' paths, one place)
+
 from memory_graph.semantic import model_folder  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
-LESSONS = DATA / "lessons"
 STORES = {
     "errors-dev + distractors": [DATA / "errors-dev.json", LESSONS / "distractors-dev.json"],
     "authored A + distractors": [LESSONS / "errors-dev-authored-A.json", LESSONS / "distractors-dev.json"],

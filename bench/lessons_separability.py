@@ -29,13 +29,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lessons_bars import DATA, LESSONS  # noqa: E402  (the dev sets' paths, one place)
+
 import lessons.ranking as ranking  # noqa: E402
 import lessons.service as service  # noqa: E402
 from lessons.model import ErrorQuery, LessonInput  # noqa: E402
 from memory_graph.app import services_for_folder  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
-LESSONS = DATA / "lessons"
 DEV = DATA / "errors-dev.json"
 DISTRACTORS = LESSONS / "distractors-dev.json"
 # name -> (lesson files, query file, accepted suffix)
