@@ -16,12 +16,13 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice, repeat
 from sys import intern
 from typing import Any
 
 from memory_graph import search as search_module
-from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
+from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError, StorageError
 from memory_graph.history import MergedEntities, ObservationUpdate, RenamedEntity, UpdatedObservations
 from memory_graph.model import (
     AddedObservations,
@@ -45,9 +46,26 @@ from memory_graph.model import (
     entity_view,
     relation_view,
 )
-from memory_graph.search import SubstringIndex, check_query, closest_name, fuse, prepare
+from memory_graph.search import (
+    FIELD_SEPARATOR,
+    SubstringIndex,
+    check_query,
+    closest_name,
+    fuse,
+    narrowing_fragments,
+    prepare,
+)
 from memory_graph.semantic import SemanticIndex
-from memory_graph.storage import Key, StoreEngine, Transaction, code_tag, entity_key, merge_records, relation_key
+from memory_graph.storage import (
+    Key,
+    ReadsWhileLoading,
+    StoreEngine,
+    Transaction,
+    code_tag,
+    entity_key,
+    merge_records,
+    relation_key,
+)
 
 MEMORY = "memory"
 LESSONS = "lesson"
@@ -103,7 +121,22 @@ class ExportedGraph:
     relations: list[dict[str, Any]]
 
 
+# A search made while a database loads answers from at most this many entities the database finds, else waits for
+# the load: past it, fetching and ordering them takes as long as a good part of the load.
+LOADING_MATCH_LIMIT = 20_000
+# ... and a broad one (a single word past that limit) from the entities leading by name: more than an answer holds.
+LOADING_LEADING = 2_000
 SMALL_DEGREE = 8
+
+
+@dataclass
+class Matched:
+    """How much a search matched when the answer is built from its leading entities only."""
+
+    entities: int
+    relations: Callable[[], int]  # asked only when the answer is cut
+
+
 DEGREE_SAMPLE = 64  # names whose relations estimate how many a set of names touches (count_relations_touching)
 
 
@@ -214,6 +247,18 @@ class GraphState:
                 touching.discard(key)
                 if not touching:
                     del self.by_node[end]
+
+    @classmethod
+    def of(
+        cls, entities: Iterable[tuple[str, dict[str, Any]]], relations: Iterable[tuple[str, dict[str, Any]]]
+    ) -> GraphState:
+        """A graph of just these records (collection, record), heard in the order given, as a load hears them."""
+        state = cls()
+        for collection, record in entities:
+            state.records_changed(collection, [], [record])
+        for collection, record in relations:
+            state.records_changed(collection, [], [record])
+        return state
 
     def ordinal(self, name: str) -> int:
         return self._ordinal[name]
@@ -539,6 +584,9 @@ class GraphService:
         """The reference's substring matches first, then entities ranked by words, spelling and one hop (see
         search.py); results carry no score, as the official output schema has none."""
         check_query(query)
+        early = self._while_loading(partial(self._search_while_loading, query))
+        if early is not None:
+            return early
         # Outside the store's hold: the model may still be loading, and only this search should wait for it.
         meaning: list[tuple[str, float]] = []
         if self.semantic is not None and query.strip():
@@ -546,22 +594,63 @@ class GraphService:
             meaning = self.semantic.search(query)
         with self.store.reading():
             state = self.state
-            first, ranked = state.index.search_tiers(query, self._neighbours, state.ordinal)
+            first, ranked = state.index.search_tiers(query, partial(neighbours, state), state.ordinal)
             found = [(name, similarity) for name, similarity in meaning if name in state.entities]
             return self._respond(fuse(first, ranked, found), all_relations=False)
 
-    def _neighbours(self, name: str) -> list[tuple[str, str]]:
-        """(the other end, relation type) of every relation touching `name`, in creation order."""
-        state = self.state
-        keys = sorted(state.by_node.get(name, ()), key=state.relations.__getitem__)
-        return [
-            (k[1] if k[0] == name else k[0], k[2]) for k in keys if k[0] in state.entities and k[1] in state.entities
-        ]
-
     def open_nodes(self, names: Sequence[str]) -> KnowledgeGraph:
+        early = self._while_loading(partial(self._open_while_loading, names))
+        if early is not None:
+            return early
         with self.store.reading():
             found = [n for n in dict.fromkeys(names) if n in self.state.entities]
             return self._respond(found, all_relations=False)
+
+    # -- reads while the store loads -------------------------------------------------------------------------
+    def _while_loading(self, read: Callable[[ReadsWhileLoading], KnowledgeGraph | None]) -> KnowledgeGraph | None:
+        """The answer from the storage's own indexes while a load is under way (a database's), or None: then the
+        call waits for the load, as every call does on the files.
+
+        Trigger: a large memory in a database loads for many seconds after a start. Why: a client's first search
+        should not wait for all of it. Outcome: the same rules (matching, order, cut, relations) applied to just
+        the entities the database finds holding the query, so a search has the loaded server's substring
+        matches, and differs only in what needs the whole graph: word scores (which order matches after the name
+        rules) weigh words against the entities found, and the ranked entities that do not hold the query are
+        left out. A search with no substring match waits for the load."""
+        reads = self.store.reads_while_loading()
+        if reads is None:
+            return None
+        try:
+            return read(reads)
+        except StorageError as exc:
+            log.info("answering after the load instead: %s", exc)
+            return None
+
+    def _search_while_loading(self, query: str, reads: ReadsWhileLoading) -> KnowledgeGraph | None:
+        fragments = narrowing_fragments(query)
+        if not fragments or FIELD_SEPARATOR in query:
+            return None  # nothing the database can narrow with: a scan of every entity is the load's work
+        found = reads.matching(fragments, LOADING_MATCH_LIMIT)
+        matched: Matched | None = None
+        if found is None:
+            if fragments != [query.lower()]:
+                return None  # the database's test is the substring rule itself only for one run of word characters
+            # A broad query: its answer is cut, so only the entities that lead by name are fetched, and the
+            # database counts the rest for the notice.
+            total, found = reads.leading_matches(fragments[0], LOADING_LEADING)
+            matched = Matched(total, partial(reads.count_relations_touching_matches, fragments[0]))
+        state = GraphState.of(found, reads.relations_touching([record["name"] for _, record in found]))
+        state.index.index_some(len(found))
+        first, _ = state.index.search_tiers(query, partial(neighbours, state), state.ordinal)
+        if not first:
+            return None  # what ranks without holding the query is found among all the words: the load's work
+        return self._respond(first, all_relations=False, state=state, matched=matched)
+
+    def _open_while_loading(self, names: Sequence[str], reads: ReadsWhileLoading) -> KnowledgeGraph:
+        wanted = list(dict.fromkeys(names))
+        found = reads.entities(wanted)
+        state = GraphState.of(found, reads.relations_touching([record["name"] for _, record in found]))
+        return self._respond([n for n in wanted if n in state.entities], all_relations=False, state=state)
 
     # -- browsing ----------------------------------------------------------------------------------------------
     def list_entities(self, entity_type: str | None, cursor: str | None, limit: int) -> EntityPage:
@@ -639,13 +728,20 @@ class GraphService:
                 ],
             )
 
-    def _respond(self, names: Sequence[str], all_relations: bool) -> KnowledgeGraph:
+    def _respond(
+        self,
+        names: Sequence[str],
+        all_relations: bool,
+        state: GraphState | None = None,
+        matched: Matched | None = None,
+    ) -> KnowledgeGraph:
         """Entities in the given order with the relations touching them, cut to the response budget.
 
         Each entity is taken together with its relations not yet taken, so a cut result is still a connected
         piece of the graph (never every entity and no relation); room is kept for the envelope and the notice.
+        `matched` says how many matched when `names` are only the leading ones (a search while loading).
         """
-        state = self.state
+        state = state or self.state
         budget = self.max_response_chars - ENVELOPE_CHARS
         used = 0
         entities: list[Entity] = []
@@ -659,7 +755,7 @@ class GraphService:
             used += cost
             entities.append(Entity.model_construct(**view))
             taken.update(dict.fromkeys(touching))
-        cut = len(entities) < len(names)
+        cut = len(entities) < (len(names) if matched is None else matched.entities)
         keys = sorted(taken, key=state.relations.__getitem__)
         if all_relations and not cut:
             # read_graph also returns relations whose ends are missing (official files can hold them).
@@ -673,9 +769,12 @@ class GraphService:
             keys.sort(key=state.relations.__getitem__)
         truncated = None
         if cut:
-            matching = len(state.relations) if all_relations else state.count_relations_touching(names)
+            if matched is not None:
+                matching = matched.relations()
+            else:
+                matching = len(state.relations) if all_relations else state.count_relations_touching(names)
             truncated = Truncation(
-                totalEntities=len(names),
+                totalEntities=len(names) if matched is None else matched.entities,
                 totalRelations=matching,
                 returnedEntities=len(entities),
                 returnedRelations=len(keys),
@@ -683,6 +782,12 @@ class GraphService:
                 hint=TRUNCATION_HINT,
             )
         return KnowledgeGraph(entities=entities, relations=[relation_model(k) for k in keys], truncated=truncated)
+
+
+def neighbours(state: GraphState, name: str) -> list[tuple[str, str]]:
+    """(the other end, relation type) of every relation touching `name` whose ends both exist, in creation order."""
+    keys = sorted(state.by_node.get(name, ()), key=state.relations.__getitem__)
+    return [(k[1] if k[0] == name else k[0], k[2]) for k in keys if k[0] in state.entities and k[1] in state.entities]
 
 
 def encode_cursor(name: str) -> str:

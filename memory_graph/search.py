@@ -119,6 +119,18 @@ def check_query(query: str) -> None:
         )
 
 
+_ASCII_RUN = re.compile(rf"[a-z0-9_]{{{GRAM},}}")
+
+
+def narrowing_fragments(query: str) -> list[str]:
+    """Pieces of text every substring match of `query` holds (its lower-cased runs of ASCII letters, digits and
+    underscores, at least GRAM long), for a store to narrow with an index of its own (trigrams need GRAM
+    characters). Empty when nothing narrows. Only ASCII: the store lower-cases only ASCII letters, the same
+    whatever its locale. (Two letters lower-case to ASCII ones, the Kelvin sign to "k" and the dotted capital I
+    to "i" and a dot: a text matched only through them is missed by the narrowing.)"""
+    return sorted(set(_ASCII_RUN.findall(query.lower())))
+
+
 def closest_name(name: str, names: Iterable[str], cutoff: float) -> str | None:
     """The name most like `name` by rapidfuzz's WRatio, if it scores `cutoff` (over 60) or more; the first of
     equals, in the order given."""

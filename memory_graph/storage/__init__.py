@@ -30,7 +30,14 @@ from memory_graph.storage.codec import (
     record_key,
     relation_key,
 )
-from memory_graph.storage.engine import ChangeListener, Snapshotting, StoreEngine, Transaction, copy_records
+from memory_graph.storage.engine import (
+    ChangeListener,
+    ReadsWhileLoading,
+    Snapshotting,
+    StoreEngine,
+    Transaction,
+    copy_records,
+)
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.layout import folder_usage
 from memory_graph.storage.side_cache import read_side_cache, write_side_cache
@@ -44,6 +51,7 @@ __all__ = [
     "ChangeListener",
     "CheckReport",
     "Key",
+    "ReadsWhileLoading",
     "RecordCheck",
     "Snapshotting",
     "SourceRecord",

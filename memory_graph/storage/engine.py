@@ -76,6 +76,35 @@ class RecordSource(Protocol):
     def all_records(self) -> Iterator[dict[str, Any]]: ...
 
 
+class ReadsWhileLoading(Protocol):
+    """Reads answered by the storage itself while the store is still loading (a database's indexes), so a large
+    memory's first calls need not wait for the whole load. Each read sees the storage's committed state; the
+    records come with their collection, in the order the storage keeps them (creation order, as a load hears
+    them). Raises StorageError when the storage cannot answer (the caller then waits for the load)."""
+
+    def entities(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+        """The entity records (of any collection) with these names."""
+        ...
+
+    def matching(self, fragments: list[str], limit: int) -> list[tuple[str, dict[str, Any]]] | None:
+        """The entity records whose searchable text (name, type, observations, a lesson's error pattern) holds
+        every fragment, ASCII letters compared without case; None when more than `limit` do."""
+        ...
+
+    def leading_matches(self, fragment: str, take: int) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
+        """How many entity records hold the fragment, and the first `take` of them: the name equal to it, then
+        names starting with it, then names holding it, each in creation order."""
+        ...
+
+    def relations_touching(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+        """The relation records with either end among these names."""
+        ...
+
+    def count_relations_touching_matches(self, fragment: str) -> int:
+        """How many relation records have an end among the entities holding the fragment."""
+        ...
+
+
 @dataclass
 class Transaction:
     """The changes of one call, committed together when the `transaction()` block ends.
@@ -122,6 +151,11 @@ class StoreEngine(ABC):
         self.restored_from_snapshot = False  # for tests and benchmarks
 
     # -- what each engine provides ---------------------------------------------------------------------------
+    def reads_while_loading(self) -> ReadsWhileLoading | None:
+        """While a load is under way, reads the storage can answer without it (None: wait for the load; the
+        files have no index to answer from)."""
+        return None
+
     @abstractmethod
     def open(self) -> None:
         """Prepare the storage and load what it holds (listeners hear of every record)."""

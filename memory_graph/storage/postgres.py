@@ -21,7 +21,10 @@ The rules:
 - `pg_notify('memory_graph', store)` after each commit wakes idle subscribers of other servers (LISTEN), who
   then read the change log as any call would;
 - the services keep their indexes in memory, fed by the same change notifications as with the files: a server
-  loads its store once at start (one ordered scan), then follows the change log.
+  loads its store once at start (one ordered scan, or its start snapshot and the change log since), then follows
+  the change log. While that load runs, `open_nodes` and `search_nodes` are answered from the tables' own
+  indexes (`DatabaseReads`: entity names, relation ends, and a trigram index on each entity's searchable text
+  when the `pg_trgm` extension can be created), so a large memory's first calls need not wait for it.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from memory_graph.storage.codec import (
     parse_all_at_once,
     record_key,
 )
-from memory_graph.storage.engine import StoreEngine, Transaction, public_caller
+from memory_graph.storage.engine import ReadsWhileLoading, StoreEngine, Transaction, public_caller
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +115,36 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE memory_graph_changes ADD COLUMN changed_at timestamptz NOT NULL DEFAULT now();
         """,
     ),
+    (
+        3,
+        "indexes to answer reads while a server loads (relation ends, entities' searchable text)",
+        # The searchable text is what search_nodes looks at (graph.searchable_fields), its ASCII letters
+        # lower-cased here (translate, not lower(): lower() follows the database's locale). Only a narrowing:
+        # the service applies its own matching rule to what comes back.
+        """
+        CREATE OR REPLACE FUNCTION memory_graph_search_text(record json) RETURNS text
+            LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+            SELECT translate(
+                concat_ws(' ', record->>'name', record->>'entityType',
+                    (SELECT string_agg(value, ' ') FROM json_array_elements_text(
+                        CASE WHEN json_typeof(record->'observations') = 'array'
+                        THEN record->'observations' ELSE '[]'::json END)),
+                    record->'errorPattern'->>'type', record->'errorPattern'->>'message',
+                    record->'errorPattern'->>'context'),
+                'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
+        $$;
+        CREATE INDEX IF NOT EXISTS memory_graph_relations_from ON memory_graph_records (store, (record->>'from'))
+            WHERE record->>'type' = 'relation';
+        CREATE INDEX IF NOT EXISTS memory_graph_relations_to ON memory_graph_records (store, (record->>'to'))
+            WHERE record->>'type' = 'relation';
+        """,
+    ),
 ]
+SEARCH_INDEX_VERSION = 3  # the migration after which the trigram index is tried (it needs pg_trgm)
+SEARCH_INDEX = (
+    "CREATE INDEX IF NOT EXISTS memory_graph_search ON memory_graph_records "
+    "USING gin (memory_graph_search_text(record) gin_trgm_ops) WHERE entity_name IS NOT NULL"
+)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -222,6 +254,112 @@ class TableCollection:
         return key, record
 
 
+class DatabaseReads:
+    """Reads answered from the tables' indexes, without the store's lock or what it holds (`ReadsWhileLoading`):
+    each in one read-only transaction on a pooled connection, rows checked by the same rules as a load's."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    def entities(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+        return self._records("entity_name = ANY(%s)", [names])
+
+    def matching(self, fragments: list[str], limit: int) -> list[tuple[str, dict[str, Any]]] | None:
+        held, patterns = _holding(fragments)
+        found = self._records(f"entity_name IS NOT NULL AND {held}", patterns, limit=limit + 1)
+        return found if len(found) <= limit else None
+
+    def leading_matches(self, fragment: str, take: int) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
+        held, patterns = _holding([fragment])
+        name = "translate(entity_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+        literal = _like_literal(fragment)
+        order = f"{name} = %s DESC, {name} LIKE %s DESC, {name} LIKE %s DESC, position, key"
+        rows = self._query(
+            f"SELECT store, collection, key, record::text, count(*) OVER () FROM memory_graph_records "
+            f"WHERE {self._scope()} AND entity_name IS NOT NULL AND {held} ORDER BY {order} LIMIT {int(take)}",
+            [*patterns, fragment, f"{literal}%", f"%{literal}%"],
+        )
+        return (int(rows[0][4]) if rows else 0), self._readable([row[:4] for row in rows])
+
+    def relations_touching(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+        # Two conditions, not one test of either end, so each end's index answers its half.
+        touching = "record->>'type' = 'relation' AND (record->>'from' = ANY(%s) OR record->>'to' = ANY(%s))"
+        return self._records(touching, [names, names])
+
+    def count_relations_touching_matches(self, fragment: str) -> int:
+        held, patterns = _holding([fragment])
+        relation = f"{self._scope('r.')} AND r.record->>'type' = 'relation'"
+        matched = (
+            f"SELECT entity_name FROM memory_graph_records WHERE {self._scope()} AND entity_name IS NOT NULL AND {held}"
+        )
+        # Each end joined on its own index, the two halves united (one relation may touch matches at both ends).
+        joined = "SELECT r.store, r.collection, r.key FROM matched m JOIN memory_graph_records r ON " + relation
+        rows = self._query(
+            f"WITH matched AS ({matched}) SELECT count(*) FROM ({joined} AND r.record->>'from' = m.entity_name "
+            f"UNION {joined} AND r.record->>'to' = m.entity_name) touching",
+            patterns,
+        )
+        return int(rows[0][0])
+
+    def _scope(self, table: str = "") -> str:
+        """The rows of this server's collections, each in its own store (never the history)."""
+        pairs = [(store, name) for name, store in self._store.store_of.items() if name != HISTORY]
+        return (
+            "("
+            + " OR ".join(
+                f"({table}store = {_sql_literal(store)} AND {table}collection = {_sql_literal(name)})"
+                for store, name in pairs
+            )
+            + ")"
+        )
+
+    def _records(
+        self, condition: str, parameters: list[Any], limit: int | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        sql = (
+            "SELECT store, collection, key, record::text FROM memory_graph_records "
+            f"WHERE {self._scope()} AND ({condition}) ORDER BY position, key"
+        )
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return self._readable(self._query(sql, parameters))
+
+    def _query(self, sql: str, parameters: list[Any]) -> list[tuple[Any, ...]]:
+        store = self._store
+        try:
+            with store._connection() as conn:
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                rows = conn.execute(sql, parameters).fetchall()
+                conn.commit()
+                return rows
+        except psycopg.OperationalError as exc:
+            raise store._unreachable(exc) from exc
+        except psycopg.Error as exc:  # (a database the load has not migrated yet has no search function)
+            raise StorageError(f"the database {safe_url(store.url)} could not answer a read: {exc}") from exc
+
+    def _readable(self, rows: list[tuple[Any, ...]]) -> list[tuple[str, dict[str, Any]]]:
+        found: list[tuple[str, dict[str, Any]]] = []
+        for _, name, key_text, text in rows:
+            readable = self._store.collections[name].problem(key_text, text)
+            if not isinstance(readable, str):  # an unreadable row is the load's to report
+                found.append((name, readable[1]))
+        return found
+
+
+def _holding(fragments: list[str]) -> tuple[str, list[str]]:
+    """The condition that an entity's searchable text holds every fragment, and its parameters."""
+    held = " AND ".join(["memory_graph_search_text(record) LIKE %s"] * len(fragments))
+    return held, [f"%{_like_literal(fragment)}%" for fragment in fragments]
+
+
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _like_literal(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _parsed(texts: dict[Key, str]) -> list[dict[str, Any]]:
     return [json.loads(text) for text in texts.values()]
 
@@ -289,6 +427,8 @@ class PostgresStore(StoreEngine):
         self._last_poll = 0.0
         self._closed = threading.Event()
         self._store_births: list[str] = []
+        self._loading = False
+        self._database_reads = DatabaseReads(self)
 
     @property
     def location(self) -> str:
@@ -310,12 +450,14 @@ class PostgresStore(StoreEngine):
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection; left in a transaction it is rolled back, broken it is replaced."""
-        with self._thread_lock:
-            if self._closed.is_set():
-                raise StorageError(f"the store {self.location} was closed; open a new one")
-            if not self._pool_open:
-                self._pool.open(wait=False)
-                self._pool_open = True
+        if self._closed.is_set():
+            raise StorageError(f"the store {self.location} was closed; open a new one")
+        if not self._pool_open:
+            # (Checked before the lock too: reads made while a load holds it need the pool the load opened.)
+            with self._thread_lock:
+                if not self._pool_open:
+                    self._pool.open(wait=False)
+                    self._pool_open = True
         try:
             conn = self._pool.getconn()
         except PoolTimeout as exc:
@@ -360,12 +502,19 @@ class PostgresStore(StoreEngine):
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def open(self) -> None:
-        with self._thread_lock:
-            if self._opened:
-                return
-            with self._session(write=False) as conn:
-                self._commit_read(conn)
-            log.info("memory opened: %s", self.location)
+        if self._opened:
+            return
+        # Said before the lock and the connection, so a read arriving while they are taken is answered too.
+        self._loading = True
+        try:
+            with self._thread_lock:
+                if self._opened:
+                    return
+                with self._session(write=False) as conn:
+                    self._commit_read(conn)
+                log.info("memory opened: %s", self.location)
+        finally:
+            self._loading = False
 
     def close(self) -> None:
         with suppress(StorageError):
@@ -435,12 +584,40 @@ class PostgresStore(StoreEngine):
                     (version, description),
                 )
                 log.warning("database %s: schema migrated to version %d (%s)", safe_url(self.url), version, description)
+                if version == SEARCH_INDEX_VERSION:
+                    self._add_search_index(conn)
         for store in self.stores:
             conn.execute("INSERT INTO memory_graph_stores (store) VALUES (%s) ON CONFLICT DO NOTHING", (store,))
         conn.commit()
 
+    def _add_search_index(self, conn: psycopg.Connection[Any]) -> None:
+        """The trigram index that answers searches while a server loads. It needs the pg_trgm extension (shipped
+        with PostgreSQL, and trusted: a database owner may create it); without it those searches scan the table."""
+        try:
+            with conn.transaction():  # a savepoint: refused, the migration goes on without it
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+                conn.execute(SEARCH_INDEX)
+        except psycopg.Error as exc:
+            log.warning(
+                "database %s: no trigram index for searches made while a server loads (%s); they scan the table "
+                "instead. To add it, have the database owner run CREATE EXTENSION pg_trgm, then %s",
+                safe_url(self.url),
+                exc.diag.message_primary or exc,
+                SEARCH_INDEX,
+            )
+
     def _load(self, conn: psycopg.Connection[Any]) -> None:
         """Migrate, then read the whole store in one snapshot (the change log position included)."""
+        loading, self._loading = self._loading, True
+        try:
+            self._load_all(conn)
+        finally:
+            self._loading = loading
+
+    def reads_while_loading(self) -> ReadsWhileLoading | None:
+        return self._database_reads if self._loading else None
+
+    def _load_all(self, conn: psycopg.Connection[Any]) -> None:
         try:
             self._migrate(conn)
         except psycopg.OperationalError:

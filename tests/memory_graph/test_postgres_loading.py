@@ -1,0 +1,218 @@
+"""A server on PostgreSQL answers open_nodes and search_nodes from the database's indexes while its load is still
+under way (issue 12: a large memory's first search must not wait for the whole load). The load is held at its
+first read of the rows, on a real database, so the reads below provably did not wait for it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lessons.model import LessonInput
+from memory_graph import graph as graph_module
+from memory_graph.app import Services, services_for_folder
+from memory_graph.model import Entity, KnowledgeGraph, Relation
+from memory_graph.storage import PostgresStore
+from tests.conftest import Engine, open_services
+from tests.memory_graph.test_postgres import sql
+
+pytestmark = [
+    pytest.mark.usefixtures("each_engine"),
+    pytest.mark.parametrize("each_engine", ["postgres"], indirect=True),
+]
+
+WAIT = 10.0  # seconds a test waits for something that should happen at once
+
+
+def relation(start: str, end: str, kind: str) -> Relation:
+    return Relation.model_validate({"from": start, "to": end, "relationType": kind})
+
+
+def fill(services: Services) -> None:
+    graph = services.graph
+    graph.create_entities(
+        [
+            Entity(name="Alice", entityType="person", observations=["Likes green tea", "works on the deploy tool"]),
+            Entity(name="Bob", entityType="person", observations=["Deploys on Fridays"]),
+            Entity(name="Deploy tool", entityType="project", observations=["written in Go", "uses Terraform"]),
+            Entity(name="Teapot", entityType="thing", observations=["short and stout"]),
+            Entity(name="Zoë", entityType="person", observations=["ÉCOLE teacher"]),
+        ]
+    )
+    graph.create_relations(
+        [
+            relation("Alice", "Deploy tool", "maintains"),
+            relation("Bob", "Deploy tool", "uses"),
+            relation("Alice", "Bob", "mentors"),
+            relation("Teapot", "Alice", "belongs to"),
+        ]
+    )
+    services.lessons.create_lesson(
+        LessonInput(name="PORT_IN_USE", errorPattern={"type": "network", "message": "EADDRINUSE: address in use"})
+    )
+
+
+def names(answer: KnowledgeGraph) -> list[str]:
+    return [e.name for e in answer.entities]
+
+
+def relations(answer: KnowledgeGraph) -> set[tuple[str, str, str]]:
+    return {(r.from_, r.to, r.relationType) for r in answer.relations}
+
+
+def substring_tier(services: Services, query: str) -> list[str]:
+    """What a loaded server finds holding the query (its first tier), before any ranked entity."""
+    state = services.graph.state
+    with services.store.reading():
+        return state.index.search_tiers(query, lambda name: [], state.ordinal)[0]
+
+
+class HeldLoad:
+    """A second server on the same database whose load waits, in its first read of the rows, until released."""
+
+    def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch, max_response_chars: int = 80_000) -> None:
+        self.reached, self.release = threading.Event(), threading.Event()
+        original = PostgresStore._reload_all
+
+        def held(store: PostgresStore, conn: Any) -> None:
+            self.reached.set()
+            assert self.release.wait(WAIT * 3), "the test never released the load"
+            original(store, conn)
+
+        monkeypatch.setattr(PostgresStore, "_reload_all", held)
+        url = Engine.database_url(folder)
+        self.services = services_for_folder(folder, max_response_chars=max_response_chars, database_url=url)
+        self.loader = threading.Thread(target=self.services.store.open, daemon=True)
+        self.loader.start()
+        assert self.reached.wait(WAIT), "the load never started"
+        assert self.services.store.reads_while_loading() is not None
+
+    def finish(self) -> None:
+        self.release.set()
+        self.loader.join(WAIT)
+        assert not self.loader.is_alive()
+        assert self.services.store.reads_while_loading() is None
+
+
+@pytest.fixture
+def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Services, HeldLoad]]:
+    loaded = open_services(tmp_path)
+    fill(loaded)
+    load = HeldLoad(tmp_path, monkeypatch)
+    try:
+        yield loaded, load
+    finally:
+        load.release.set()
+
+
+QUERIES = ["deploy", "Deploy tool", "TEA", "tea pot", "person", "address in use", "terraform go", "EADDRINUSE:"]
+
+
+def test_reads_while_a_server_loads_are_answered_from_the_database_like_a_loaded_server(
+    held: tuple[Services, HeldLoad],
+) -> None:
+    loaded, load = held
+    early = load.services.graph
+    for query in QUERIES:
+        answer = early.search_nodes(query)
+        # The loaded server's substring matches; their order may differ where word scores decide it.
+        assert sorted(names(answer)) == sorted(substring_tier(loaded, query)), query
+        assert set(names(answer)) <= set(names(loaded.graph.search_nodes(query))), query
+        shown = set(names(answer))
+        touching = {r for r in relations(loaded.graph.read_graph()) if r[0] in shown or r[1] in shown}
+        assert relations(answer) == touching, query
+    # Where names decide the order (the exact name, then a name's prefix), it is the loaded server's.
+    assert names(early.search_nodes("Deploy tool"))[0] == "Deploy tool"
+    assert names(early.search_nodes("tea"))[0] == names(loaded.graph.search_nodes("tea"))[0] == "Teapot"
+    wanted = ["Teapot", "Alice", "missing", "PORT_IN_USE", "Alice"]
+    assert early.open_nodes(wanted) == loaded.graph.open_nodes(wanted)
+    assert relations(early.open_nodes(["Teapot"])) == {("Teapot", "Alice", "belongs to")}
+    assert load.loader.is_alive()  # all of it answered while the load was held
+    load.finish()
+    for query in QUERIES:
+        assert early.search_nodes(query) == loaded.graph.search_nodes(query), query
+
+
+def test_a_read_while_loading_sees_what_another_server_committed_since(held: tuple[Services, HeldLoad]) -> None:
+    loaded, load = held
+    loaded.graph.create_entities([Entity(name="Carol", entityType="person", observations=["joined in May"])])
+    loaded.graph.delete_entities(["Bob"])
+    early = load.services.graph
+    assert sorted(names(early.search_nodes("person"))) == ["Alice", "Carol", "Zoë"]
+    assert names(early.open_nodes(["Bob", "Carol"])) == ["Carol"]
+    assert relations(early.open_nodes(["Alice"])) == {
+        ("Alice", "Deploy tool", "maintains"),
+        ("Teapot", "Alice", "belongs to"),
+    }
+    assert load.loader.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("query", "limit"),
+    [
+        ("zoë", None),  # no run of three ASCII word characters for the database to narrow with
+        ("tea pot", 0),  # more matches than a search while loading takes, and more than one word
+        ("likes coffee", None),  # no substring match: what ranks needs every entity's words
+    ],
+)
+def test_a_search_the_database_cannot_answer_waits_for_the_load(
+    held: tuple[Services, HeldLoad], monkeypatch: pytest.MonkeyPatch, query: str, limit: int | None
+) -> None:
+    loaded, load = held
+    if limit is not None:
+        monkeypatch.setattr(graph_module, "LOADING_MATCH_LIMIT", limit)
+    done: list[KnowledgeGraph] = []
+    waiting = threading.Thread(target=lambda: done.append(load.services.graph.search_nodes(query)), daemon=True)
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive() and not done, f"{query!r} was answered before the load"
+    load.finish()
+    waiting.join(WAIT)
+    assert done == [loaded.graph.search_nodes(query)]
+
+
+@pytest.mark.parametrize("limit", [1_000, 10])  # all matches fetched; only the 30 leading by name
+def test_a_cut_answer_while_loading_counts_what_a_loaded_server_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    monkeypatch.setattr(graph_module, "LOADING_MATCH_LIMIT", limit)
+    monkeypatch.setattr(graph_module, "LOADING_LEADING", 30)
+    loaded = open_services(tmp_path, max_response_chars=2_000)
+    many = [Entity(name=f"Service {i}", entityType="service", observations=[f"port {8000 + i}"]) for i in range(60)]
+    loaded.graph.create_entities(many)
+    loaded.graph.create_relations([relation(f"Service {i}", f"Service {i + 1}", "calls") for i in range(59)])
+    load = HeldLoad(tmp_path, monkeypatch, max_response_chars=2_000)
+    try:
+        answer, expected = load.services.graph.search_nodes("service"), loaded.graph.search_nodes("service")
+        assert expected.truncated is not None and answer.truncated == expected.truncated
+        assert names(answer) == names(expected)  # the same words everywhere: the name rules and creation order
+        assert answer.relations == expected.relations
+        # A name that is the query itself comes first, however late it was made.
+        loaded.graph.create_entities([Entity(name="service", entityType="word", observations=[])])
+        assert names(load.services.graph.search_nodes("SERVICE"))[:2] == ["service", "Service 0"]
+        assert load.services.graph.search_nodes("SERVICE").truncated.totalEntities == 61  # type: ignore[union-attr]
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
+def test_the_searchable_text_has_a_trigram_index_the_database_uses(tmp_path: Path) -> None:
+    fill(open_services(tmp_path))
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    with_index = (
+        "EXPLAIN SELECT key FROM memory_graph_records WHERE store = 'default' AND entity_name IS NOT NULL "
+        "AND memory_graph_search_text(record) LIKE '%deploy%'"
+    )
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")  # a table this small is otherwise scanned
+        plan = " ".join(row[0] for row in conn.execute(with_index).fetchall())
+    assert "memory_graph_search" in plan, plan
+    # ASCII letters lower-cased whatever the database's locale, every other letter left as it is.
+    texts = sql(url, "SELECT memory_graph_search_text(record) FROM memory_graph_records WHERE entity_name = 'Zoë'")
+    assert texts == [("zoë person École teacher",)]
