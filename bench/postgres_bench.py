@@ -137,6 +137,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--engines", default="files,postgresql", help="which engines to measure (comma-separated)")
     args = parser.parse_args()
     given = os.environ.get("MEMORY_TEST_DATABASE_URL", "").strip()
     server = None if given else postgres_server.create()
@@ -154,7 +155,7 @@ def main() -> int:
                     f"\n== {size} entities, {2 * size} relations (copied into PostgreSQL in "
                     f"{time.perf_counter() - started:.1f} s) =="
                 )
-                figures: dict[str, dict[str, list[float]]] = {"files": {}, "postgresql": {}}
+                figures: dict[str, dict[str, list[float]]] = {e: {} for e in args.engines.split(",")}
                 for run in range(args.runs):
                     for engine in figures:
                         run_folder = Path(folder) / f"{engine}-{run}"
@@ -178,10 +179,11 @@ def main() -> int:
                             row.setdefault(f"{metric} p95", []).append(p(values, 0.95))
                 medians = {e: {k: statistics.median(v) for k, v in row.items()} for e, row in figures.items()}
                 results[str(size)] = medians
-                print(f"{'metric (median of runs)':32}{'files':>14}{'postgresql':>14}{'ratio':>10}")
-                for metric in medians["files"]:
-                    a, b = medians["files"][metric], medians["postgresql"][metric]
-                    print(f"{metric:32}{a:>14.2f}{b:>14.2f}{b / a if a else float('nan'):>10.2f}")
+                print(f"{'metric (median of runs)':32}" + "".join(f"{e:>14}" for e in medians) + f"{'ratio':>10}")
+                for metric in next(iter(medians.values())):
+                    values = [medians[e][metric] for e in medians]
+                    ratio = values[-1] / values[0] if len(values) == 2 and values[0] else float("nan")
+                    print(f"{metric:32}" + "".join(f"{v:>14.2f}" for v in values) + f"{ratio:>10.2f}")
     finally:
         if server is not None:
             server.stop("immediate")
