@@ -125,7 +125,7 @@ class ExportedGraph:
 # the load: past it, fetching and ordering them takes as long as a good part of the load.
 LOADING_MATCH_LIMIT = 20_000
 # ... and a broad one (a single word past that limit) from the entities leading by name: more than an answer holds.
-LOADING_LEADING = 2_000
+LOADING_LEADING = 1_000
 SMALL_DEGREE = 8
 
 
@@ -631,20 +631,30 @@ class GraphService:
         if not fragments or FIELD_SEPARATOR in query:
             return None  # nothing the database can narrow with: a scan of every entity is the load's work
         found = reads.matching(fragments, LOADING_MATCH_LIMIT)
-        matched: Matched | None = None
-        if found is None:
-            if fragments != [query.lower()]:
-                return None  # the database's test is the substring rule itself only for one run of word characters
+        if found is not None:
+            total: int | None = None
+        elif fragments == [query.lower()]:
             # A broad query: its answer is cut, so only the entities that lead by name are fetched, and the
-            # database counts the rest for the notice.
+            # database counts the rest (for one run of word characters its test is the substring rule itself).
             total, found = reads.leading_matches(fragments[0], LOADING_LEADING)
-            matched = Matched(total, partial(reads.count_relations_touching_matches, fragments[0]))
-        state = GraphState.of(found, reads.relations_touching([record["name"] for _, record in found]))
+        else:
+            return None
+        state = GraphState.of(found, [])
         state.index.index_some(len(found))
-        first, _ = state.index.search_tiers(query, partial(neighbours, state), state.ordinal)
+        first, _ = state.index.search_tiers(query, lambda name: [], state.ordinal)
         if not first:
             return None  # what ranks without holding the query is found among all the words: the load's work
-        return self._respond(first, all_relations=False, state=state, matched=matched)
+        # Relations only for the entities an answer can hold; the database counts those of the rest.
+        shown = first[:LOADING_LEADING]
+        for collection, record in reads.relations_touching(shown):
+            state.records_changed(collection, [], [record])
+        if total is not None:
+            matched: Matched | None = Matched(total, partial(reads.count_relations_touching_matches, fragments[0]))
+        elif len(shown) < len(first):
+            matched = Matched(len(first), partial(reads.count_relations_touching, first))
+        else:
+            matched = None
+        return self._respond(shown, all_relations=False, state=state, matched=matched)
 
     def _open_while_loading(self, names: Sequence[str], reads: ReadsWhileLoading) -> KnowledgeGraph:
         wanted = list(dict.fromkeys(names))

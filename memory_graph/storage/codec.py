@@ -215,11 +215,18 @@ def _event(item: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return item, ""
 
 
+PARSE_SLICE = 10_000
+
+
 def parse_all_at_once(lines: list[str]) -> list[Any] | None:
     """All lines as one JSON array (one C call instead of one per line), or None if any line is not exactly
     one JSON object; the caller then parses line by line to say which line is wrong."""
+    items: list[Any] = []
     try:
-        items = json.loads("[" + ",".join(lines) + "]")
+        # In slices: one call holds the interpreter throughout, and a database server answers reads from another
+        # thread while it loads (`ReadsWhileLoading`).
+        for start in range(0, len(lines), PARSE_SLICE):
+            items.extend(json.loads("[" + ",".join(lines[start : start + PARSE_SLICE]) + "]"))
     except (ValueError, RecursionError):  # ValueError: also an integer too long to convert
         return None
     if len(items) != len(lines) or not all(type(item) is dict for item in items):

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 # Below this many records a load takes well under a tenth of a second: no snapshot is worth its file.
 SNAPSHOT_MIN_RECORDS = 20_000
-SNAPSHOT_FORMAT = "1"
+SNAPSHOT_FORMAT = "2"  # 2: large containers in chunks (snapshot.py)
 
 
 class ChangeListener(Protocol):
@@ -98,6 +98,10 @@ class ReadsWhileLoading(Protocol):
 
     def relations_touching(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
         """The relation records with either end among these names."""
+        ...
+
+    def count_relations_touching(self, names: list[str]) -> int:
+        """How many relation records have an end among these names."""
         ...
 
     def count_relations_touching_matches(self, fragment: str) -> int:

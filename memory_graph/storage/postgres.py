@@ -119,8 +119,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         3,
         "indexes to answer reads while a server loads (relation ends, entities' searchable text)",
         # The searchable text is what search_nodes looks at (graph.searchable_fields), its ASCII letters
-        # lower-cased here (translate, not lower(): lower() follows the database's locale). Only a narrowing:
-        # the service applies its own matching rule to what comes back.
+        # lower-cased here (translate, not lower(): lower() follows the database's locale), kept in a column
+        # (computing it again for each row a search finds cost more than the search).
         """
         CREATE OR REPLACE FUNCTION memory_graph_search_text(record json) RETURNS text
             LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -133,18 +133,26 @@ MIGRATIONS: list[tuple[int, str, str]] = [
                     record->'errorPattern'->>'context'),
                 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
         $$;
-        CREATE INDEX IF NOT EXISTS memory_graph_relations_from ON memory_graph_records (store, (record->>'from'))
-            WHERE record->>'type' = 'relation';
-        CREATE INDEX IF NOT EXISTS memory_graph_relations_to ON memory_graph_records (store, (record->>'to'))
-            WHERE record->>'type' = 'relation';
+        ALTER TABLE memory_graph_records ADD COLUMN IF NOT EXISTS search_text text GENERATED ALWAYS AS
+            (CASE WHEN entity_name IS NULL THEN NULL ELSE memory_graph_search_text(record) END) STORED;
+        CREATE INDEX IF NOT EXISTS memory_graph_relations_from ON memory_graph_records ((record->>'from'), store)
+            WHERE record->>'from' IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS memory_graph_relations_to ON memory_graph_records ((record->>'to'), store)
+            WHERE record->>'to' IS NOT NULL;
         """,
     ),
 ]
-SEARCH_INDEX_VERSION = 3  # the migration after which the trigram index is tried (it needs pg_trgm)
+SEARCH_INDEX_VERSION = 3  # the migration after which the optional parts below are tried
 SEARCH_INDEX = (
     "CREATE INDEX IF NOT EXISTS memory_graph_search ON memory_graph_records "
-    "USING gin (memory_graph_search_text(record) gin_trgm_ops) WHERE entity_name IS NOT NULL"
+    "USING gin (search_text gin_trgm_ops) WHERE search_text IS NOT NULL"
 )
+# Statistics of the relation ends (PostgreSQL 14 and later): without them the planner takes a lookup of a few
+# thousand names for a scan of every relation (a partial index's own statistics are not used).
+END_STATISTICS = [
+    f"CREATE STATISTICS IF NOT EXISTS memory_graph_relations_{end} ON (record->>'{end}') FROM memory_graph_records"
+    for end in ("from", "to")
+]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -266,7 +274,7 @@ class DatabaseReads:
 
     def matching(self, fragments: list[str], limit: int) -> list[tuple[str, dict[str, Any]]] | None:
         held, patterns = _holding(fragments)
-        found = self._records(f"entity_name IS NOT NULL AND {held}", patterns, limit=limit + 1)
+        found = self._records(held, patterns, limit=limit + 1)
         return found if len(found) <= limit else None
 
     def leading_matches(self, fragment: str, take: int) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
@@ -276,42 +284,56 @@ class DatabaseReads:
         order = f"{name} = %s DESC, {name} LIKE %s DESC, {name} LIKE %s DESC, position, key"
         rows = self._query(
             f"SELECT store, collection, key, record::text, count(*) OVER () FROM memory_graph_records "
-            f"WHERE {self._scope()} AND entity_name IS NOT NULL AND {held} ORDER BY {order} LIMIT {int(take)}",
-            [*patterns, fragment, f"{literal}%", f"%{literal}%"],
+            f"WHERE {self._scope()} AND {held} ORDER BY {order} LIMIT {int(take)}",
+            [self._store.stores, *patterns, fragment, f"{literal}%", f"%{literal}%"],
         )
         return (int(rows[0][4]) if rows else 0), self._readable([row[:4] for row in rows])
 
     def relations_touching(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
-        # Two conditions, not one test of either end, so each end's index answers its half.
-        touching = "record->>'type' = 'relation' AND (record->>'from' = ANY(%s) OR record->>'to' = ANY(%s))"
-        return self._records(touching, [names, names])
+        # One query per end, so each end's index answers its half (an OR of the two scanned every relation).
+        ends = [
+            f"SELECT store, collection, key, position, record::text FROM memory_graph_records WHERE {self._scope()} "
+            f"AND record->>'{end}' = ANY(%s)"
+            for end in ("from", "to")
+        ]
+        both = f"{ends[0]} UNION ALL {ends[1]}"
+        rows = self._query(
+            f"SELECT store, collection, key, record FROM ({both}) touching ORDER BY position, key",
+            [self._store.stores, names, self._store.stores, names],
+        )
+        once = {(row[0], row[1], row[2]): row for row in rows}  # a relation with both ends among them came twice
+        return [found for found in self._readable(list(once.values())) if found[1]["type"] == "relation"]
+
+    def count_relations_touching(self, names: list[str]) -> int:
+        return self._count_touching("SELECT unnest(%s::text[])", [names])
 
     def count_relations_touching_matches(self, fragment: str) -> int:
         held, patterns = _holding([fragment])
-        relation = f"{self._scope('r.')} AND r.record->>'type' = 'relation'"
-        matched = (
-            f"SELECT entity_name FROM memory_graph_records WHERE {self._scope()} AND entity_name IS NOT NULL AND {held}"
-        )
-        # Each end joined on its own index, the two halves united (one relation may touch matches at both ends).
-        joined = "SELECT r.store, r.collection, r.key FROM matched m JOIN memory_graph_records r ON " + relation
+        matched = f"SELECT entity_name FROM memory_graph_records WHERE {self._scope()} AND {held}"
+        return self._count_touching(matched, [self._store.stores, *patterns])
+
+    def _count_touching(self, names: str, parameters: list[Any]) -> int:
+        """How many relations have an end among the names the query `names` gives."""
+        # (Only relations have ends; a test of the type, which has no statistics, misled the planner into scans.)
+        scope = self._scope("r.")
+        joined = f"SELECT r.store, r.collection, r.key FROM matched m JOIN memory_graph_records r ON {scope}"
+        # Each end joined on its own index, the two halves united (one relation may touch the names at both ends).
         rows = self._query(
-            f"WITH matched AS ({matched}) SELECT count(*) FROM ({joined} AND r.record->>'from' = m.entity_name "
-            f"UNION {joined} AND r.record->>'to' = m.entity_name) touching",
-            patterns,
+            f"WITH matched (name) AS ({names}) SELECT count(*) FROM ({joined} AND r.record->>'from' = m.name "
+            f"UNION {joined} AND r.record->>'to' = m.name) touching",
+            [*parameters, self._store.stores, self._store.stores],
         )
         return int(rows[0][0])
 
     def _scope(self, table: str = "") -> str:
-        """The rows of this server's collections, each in its own store (never the history)."""
-        pairs = [(store, name) for name, store in self._store.store_of.items() if name != HISTORY]
-        return (
-            "("
-            + " OR ".join(
-                f"({table}store = {_sql_literal(store)} AND {table}collection = {_sql_literal(name)})"
-                for store, name in pairs
-            )
-            + ")"
+        """The rows of this server's collections, each in its own store (never the history). Its parameter is the
+        list of stores, the condition the indexes start with."""
+        pairs = " OR ".join(
+            f"({table}store = {_sql_literal(store)} AND {table}collection = {_sql_literal(name)})"
+            for name, store in self._store.store_of.items()
+            if name != HISTORY
         )
+        return f"{table}store = ANY(%s) AND ({pairs})"
 
     def _records(
         self, condition: str, parameters: list[Any], limit: int | None = None
@@ -322,7 +344,7 @@ class DatabaseReads:
         )
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return self._readable(self._query(sql, parameters))
+        return self._readable(self._query(sql, [self._store.stores, *parameters]))
 
     def _query(self, sql: str, parameters: list[Any]) -> list[tuple[Any, ...]]:
         store = self._store
@@ -348,7 +370,7 @@ class DatabaseReads:
 
 def _holding(fragments: list[str]) -> tuple[str, list[str]]:
     """The condition that an entity's searchable text holds every fragment, and its parameters."""
-    held = " AND ".join(["memory_graph_search_text(record) LIKE %s"] * len(fragments))
+    held = " AND ".join(["search_text LIKE %s"] * len(fragments))
     return held, [f"%{_like_literal(fragment)}%" for fragment in fragments]
 
 
@@ -593,6 +615,12 @@ class PostgresStore(StoreEngine):
     def _add_search_index(self, conn: psycopg.Connection[Any]) -> None:
         """The trigram index that answers searches while a server loads. It needs the pg_trgm extension (shipped
         with PostgreSQL, and trusted: a database owner may create it); without it those searches scan the table."""
+        try:
+            with conn.transaction():  # a savepoint: refused, the migration goes on without them
+                for statement in END_STATISTICS:
+                    conn.execute(statement)
+        except psycopg.Error as exc:
+            log.warning("database %s: no statistics of relation ends (%s)", safe_url(self.url), exc)
         try:
             with conn.transaction():  # a savepoint: refused, the migration goes on without it
                 conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")

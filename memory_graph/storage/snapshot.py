@@ -6,22 +6,29 @@ state (taken with the store held), and the start that restores it then reloads a
 process's commit: every shard whose stat or generation differs from the snapshot's is read again and its
 difference applied. So a snapshot that is old only costs the reading of what changed since.
 
-Format: a header line `memory-graph snapshot <tag> <crc32> <length>\\n`, then one `marshal` payload (plain
+Format: a header line `memory-graph snapshot <tag> <crc32> <length>\\n`, then `marshal` objects (plain
 containers only: marshal is the stdlib's fastest loader of them, 3-4x `json` on a parsed graph, and runs no code
 when loading, unlike pickle). The tag names the code that wrote it; a snapshot of other code, or whose checksum
 or length does not match (a torn or damaged file), reads as none and the start parses the files.
+
+The first object is the payload with each container of more than CHUNK_ITEMS items replaced by a marker; the
+items follow, CHUNK_ITEMS to an object, in the order the markers are met. Why: one marshal call holds the
+interpreter for the whole call (seconds at a million entities), and a database server answers reads from
+another thread while it restores (`ReadsWhileLoading`); between two chunks that thread gets its turn.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import marshal
 import os
 import time
 import zlib
 from collections.abc import Iterable
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +38,10 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"memory-graph snapshot"
 MAX_HEADER = 256
+CHUNK_ITEMS = 20_000
+# Stands for a container whose items follow in chunks: (CHUNKED, "dict" or "list", how many chunks). A tuple whose
+# first item is this (a NUL, then words) is nothing a memory's records or their indexes hold.
+CHUNKED = "\x00memory-graph chunked container"
 STALE_TEMP_SECONDS = 600.0
 UNUSED_SNAPSHOT_DAYS = 30
 
@@ -68,15 +79,64 @@ def read_snapshot(path: Path, tag: str) -> Any | None:
         log.warning("ignoring the damaged start snapshot %s; the files are read instead", path)
         return None
     try:
-        return marshal.loads(data)
-    except (EOFError, ValueError, TypeError) as exc:
+        stream = io.BytesIO(data)
+        payload = _restored(marshal.load(stream), stream)
+        if stream.tell() != len(data):
+            raise ValueError("bytes left after the payload")
+        return payload
+    except (EOFError, ValueError, TypeError, KeyError) as exc:
         log.warning("ignoring the unreadable start snapshot %s (%s); the files are read instead", path, exc)
         return None
 
 
+def _restored(value: Any, stream: io.BytesIO) -> Any:
+    """A value of the payload with its chunked containers read back from the stream (see the module's doc)."""
+    if type(value) is tuple and len(value) == 3 and value[0] == CHUNKED:
+        kind, count = value[1], value[2]
+        if kind == "dict":
+            merged: dict[Any, Any] = {}
+            for _ in range(count):
+                merged.update(marshal.load(stream))
+            return merged
+        if kind == "list":
+            joined: list[Any] = []
+            for _ in range(count):
+                joined.extend(marshal.load(stream))
+            return joined
+        raise ValueError(f"a chunked container of an unknown kind {kind!r}")
+    if type(value) is dict:
+        return {key: _restored(item, stream) for key, item in value.items()}
+    if type(value) is list:
+        return [_restored(item, stream) for item in value]
+    return value
+
+
+def _chunked(value: Any, chunks: list[bytes]) -> Any:
+    """The payload with every container past CHUNK_ITEMS items replaced by its marker, its chunks appended (the
+    items of such a container are kept as they are: large ones hold records, not further large containers)."""
+    if type(value) is dict:
+        if len(value) > CHUNK_ITEMS:
+            items = iter(value.items())
+            count = 0
+            while chunk := dict(islice(items, CHUNK_ITEMS)):
+                chunks.append(marshal.dumps(chunk))
+                count += 1
+            return (CHUNKED, "dict", count)
+        return {key: _chunked(item, chunks) for key, item in value.items()}
+    if type(value) is list:
+        if len(value) > CHUNK_ITEMS:
+            starts = range(0, len(value), CHUNK_ITEMS)
+            chunks.extend(marshal.dumps(value[start : start + CHUNK_ITEMS]) for start in starts)
+            return (CHUNKED, "list", len(starts))
+        return [_chunked(item, chunks) for item in value]
+    return value
+
+
 def encode_snapshot(tag: str, payload: Any) -> bytes:
     """The snapshot file's bytes (made with the store held; written after it is let go)."""
-    data = marshal.dumps(payload)
+    chunks: list[bytes] = []
+    skeleton = marshal.dumps(_chunked(payload, chunks))
+    data = b"".join([skeleton, *chunks])
     header = b" ".join([MAGIC, tag.encode("ascii"), str(zlib.crc32(data)).encode(), str(len(data)).encode()])
     return header + b"\n" + data
 

@@ -106,6 +106,7 @@ def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Serv
         yield loaded, load
     finally:
         load.release.set()
+        load.loader.join(WAIT)  # before the stores are closed under it
 
 
 QUERIES = ["deploy", "Deploy tool", "TEA", "tea pot", "person", "address in use", "terraform go", "EADDRINUSE:"]
@@ -203,10 +204,7 @@ def test_the_searchable_text_has_a_trigram_index_the_database_uses(tmp_path: Pat
     fill(open_services(tmp_path))
     url = Engine.database_url(tmp_path)
     assert url is not None
-    with_index = (
-        "EXPLAIN SELECT key FROM memory_graph_records WHERE store = 'default' AND entity_name IS NOT NULL "
-        "AND memory_graph_search_text(record) LIKE '%deploy%'"
-    )
+    with_index = "EXPLAIN SELECT key FROM memory_graph_records WHERE search_text LIKE '%deploy%'"
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
@@ -214,5 +212,6 @@ def test_the_searchable_text_has_a_trigram_index_the_database_uses(tmp_path: Pat
         plan = " ".join(row[0] for row in conn.execute(with_index).fetchall())
     assert "memory_graph_search" in plan, plan
     # ASCII letters lower-cased whatever the database's locale, every other letter left as it is.
-    texts = sql(url, "SELECT memory_graph_search_text(record) FROM memory_graph_records WHERE entity_name = 'Zoë'")
+    texts = sql(url, "SELECT search_text FROM memory_graph_records WHERE entity_name = 'Zoë'")
     assert texts == [("zoë person École teacher",)]
+    assert sql(url, "SELECT count(*) FROM memory_graph_records WHERE search_text IS NOT NULL") == [(6,)]  # + lesson
