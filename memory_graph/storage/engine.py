@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 # Below this many records a load takes well under a tenth of a second: no snapshot is worth its file.
 SNAPSHOT_MIN_RECORDS = 20_000
-SNAPSHOT_FORMAT = "2"  # 2: large containers in chunks (snapshot.py)
+SNAPSHOT_FORMAT = "3"  # 3: large containers in chunks, the file mapped (snapshot.py)
 
 
 class ChangeListener(Protocol):
@@ -82,6 +82,10 @@ class ReadsWhileLoading(Protocol):
     records come with their collection, in the order the storage keeps them (creation order, as a load hears
     them). Raises StorageError when the storage cannot answer (the caller then waits for the load)."""
 
+    def answering(self) -> AbstractContextManager[None]:
+        """Held while a call is answered from these reads: the load gives way to it meanwhile."""
+        ...
+
     def entities(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
         """The entity records (of any collection) with these names."""
         ...
@@ -91,9 +95,10 @@ class ReadsWhileLoading(Protocol):
         every fragment, ASCII letters compared without case; None when more than `limit` do."""
         ...
 
-    def leading_matches(self, fragment: str, take: int) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
-        """How many entity records hold the fragment, and the first `take` of them: the name equal to it, then
-        names starting with it, then names holding it, each in creation order."""
+    def leading_matches(self, fragment: str, take: int) -> tuple[int, int, list[tuple[str, dict[str, Any]]]]:
+        """How many entity records hold the fragment, how many relation records touch them, and the first `take`
+        of them: the name equal to it, then names starting with it, then names holding it, each in creation
+        order."""
         ...
 
     def relations_touching(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -102,10 +107,6 @@ class ReadsWhileLoading(Protocol):
 
     def count_relations_touching(self, names: list[str]) -> int:
         """How many relation records have an end among these names."""
-        ...
-
-    def count_relations_touching_matches(self, fragment: str) -> int:
-        """How many relation records have an end among the entities holding the fragment."""
         ...
 
 
@@ -155,6 +156,11 @@ class StoreEngine(ABC):
         self.restored_from_snapshot = False  # for tests and benchmarks
 
     # -- what each engine provides ---------------------------------------------------------------------------
+    def _give_way(self) -> None:
+        """Called by a load between two of its pieces: an engine that answers reads while it loads lets them go
+        first (on 2 cores the load, the database and the read otherwise share the processors)."""
+        return None  # the files answer no read while they load: nothing to give way to
+
     def reads_while_loading(self) -> ReadsWhileLoading | None:
         """While a load is under way, reads the storage can answer without it (None: wait for the load; the
         files have no index to answer from)."""
@@ -254,7 +260,7 @@ class StoreEngine(ABC):
         if self._snapshot is None:
             return False
         parts = self._snapshot_parts()
-        payload = read_snapshot(self._snapshot, self._snapshot_tag(parts))
+        payload = read_snapshot(self._snapshot, self._snapshot_tag(parts), between_chunks=self._give_way)
         if not isinstance(payload, dict) or not isinstance(payload.get("parts"), dict):
             return False
         part_states = payload["parts"]
@@ -262,11 +268,13 @@ class StoreEngine(ABC):
         if set(part_states) != set(names) or len(set(names)) != len(names):
             return False
         try:
+            self._give_way()
             records_of = self._restore_collections(payload.get("collections"))
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             log.warning("ignoring the start snapshot %s (%s); the store is read instead", self._snapshot, exc)
             return False
         for restored, part in enumerate(parts):
+            self._give_way()
             try:
                 part.restore_state(part_states[part.snapshot_name])
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:

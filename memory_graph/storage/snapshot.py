@@ -11,8 +11,9 @@ containers only: marshal is the stdlib's fastest loader of them, 3-4x `json` on 
 when loading, unlike pickle). The tag names the code that wrote it; a snapshot of other code, or whose checksum
 or length does not match (a torn or damaged file), reads as none and the start parses the files.
 
-The first object is the payload with each container of more than CHUNK_ITEMS items replaced by a marker; the
-items follow, CHUNK_ITEMS to an object, in the order the markers are met. Why: one marshal call holds the
+The data is the length of the skeleton (8 bytes), the skeleton (the payload with each container of more than
+CHUNK_ITEMS items replaced by a marker that lists its chunks' lengths), then the chunks, CHUNK_ITEMS items to a
+marshal object, in the order the markers are met. Why: one marshal call holds the
 interpreter for the whole call (seconds at a million entities), and a database server answers reads from
 another thread while it restores (`ReadsWhileLoading`); between two chunks that thread gets its turn.
 """
@@ -21,13 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import logging
 import marshal
+import mmap
 import os
+import struct
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -38,9 +40,11 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"memory-graph snapshot"
 MAX_HEADER = 256
-CHUNK_ITEMS = 20_000
-# Stands for a container whose items follow in chunks: (CHUNKED, "dict" or "list", how many chunks). A tuple whose
-# first item is this (a NUL, then words) is nothing a memory's records or their indexes hold.
+CHUNK_ITEMS = 5_000
+CHECK_PIECE_BYTES = 16 << 20
+SKELETON_LENGTH = struct.Struct("<Q")  # the data starts with the skeleton's length
+# Stands for a container whose items follow in chunks: (CHUNKED, "dict" or "list", the chunks' lengths). A tuple
+# whose first item is this (a NUL, then words) is nothing a memory's records or their indexes hold.
 CHUNKED = "\x00memory-graph chunked container"
 STALE_TEMP_SECONDS = 600.0
 UNUSED_SNAPSHOT_DAYS = 30
@@ -57,58 +61,93 @@ def code_tag(modules: Iterable[str], *parts: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def read_snapshot(path: Path, tag: str) -> Any | None:
-    """The payload, or None when there is none, it is of other code, or it is damaged (logged)."""
+def read_snapshot(path: Path, tag: str, between_chunks: Callable[[], None] = lambda: None) -> Any | None:
+    """The payload, or None when there is none, it is of other code, or it is damaged (logged). `between_chunks`
+    is called before each piece is checked and each chunk read.
+
+    The file is mapped, not read: its pages come in as the checksum and the chunks reach them, and the whole file
+    is never a second copy of the snapshot in memory."""
     try:
         with open(path, "rb") as handle:
             header = handle.readline(MAX_HEADER)
-            data = handle.read()
+            size = os.fstat(handle.fileno()).st_size - len(header)
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size > 0 else None
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        log.warning("ignoring the start snapshot %s (%s); the files are read instead", path, exc.strerror)
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring the start snapshot %s (%s); the files are read instead", path, exc)
         return None
     fields = header.rstrip(b"\n").rsplit(b" ", 3)
-    if len(fields) != 4 or fields[0] != MAGIC or fields[1].decode("ascii", "replace") != tag:
-        return None  # another version's snapshot: replaced at the next save
+    if mapped is None or len(fields) != 4 or fields[0] != MAGIC or fields[1].decode("ascii", "replace") != tag:
+        if mapped is not None:
+            mapped.close()
+        return None  # another version's snapshot (replaced at the next save), or nothing after its header
+    try:
+        with memoryview(mapped) as whole, whole[len(header) :] as data:
+            return _payload(path, fields, data, between_chunks)
+    finally:
+        mapped.close()
+
+
+def _payload(path: Path, fields: list[bytes], data: memoryview, between_chunks: Callable[[], None]) -> Any | None:
     try:
         crc, length = int(fields[2]), int(fields[3])
     except ValueError:
         crc, length = -1, -1
-    if length != len(data) or zlib.crc32(data) != crc:
+    checksum = 0
+    for start in range(0, len(data), CHECK_PIECE_BYTES):
+        between_chunks()
+        checksum = zlib.crc32(data[start : start + CHECK_PIECE_BYTES], checksum)
+    if length != len(data) or checksum != crc:
         log.warning("ignoring the damaged start snapshot %s; the files are read instead", path)
         return None
     try:
-        stream = io.BytesIO(data)
-        payload = _restored(marshal.load(stream), stream)
-        if stream.tell() != len(data):
+        (skeleton_length,) = SKELETON_LENGTH.unpack_from(data)
+        reader = _Chunks(data, SKELETON_LENGTH.size + skeleton_length, between_chunks)
+        payload = reader.restored(marshal.loads(data[SKELETON_LENGTH.size : reader.position]))
+        if reader.position != len(data):
             raise ValueError("bytes left after the payload")
         return payload
-    except (EOFError, ValueError, TypeError, KeyError) as exc:
+    except (EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
         log.warning("ignoring the unreadable start snapshot %s (%s); the files are read instead", path, exc)
         return None
 
 
-def _restored(value: Any, stream: io.BytesIO) -> Any:
-    """A value of the payload with its chunked containers read back from the stream (see the module's doc)."""
-    if type(value) is tuple and len(value) == 3 and value[0] == CHUNKED:
-        kind, count = value[1], value[2]
-        if kind == "dict":
-            merged: dict[Any, Any] = {}
-            for _ in range(count):
-                merged.update(marshal.load(stream))
-            return merged
-        if kind == "list":
-            joined: list[Any] = []
-            for _ in range(count):
-                joined.extend(marshal.load(stream))
-            return joined
-        raise ValueError(f"a chunked container of an unknown kind {kind!r}")
-    if type(value) is dict:
-        return {key: _restored(item, stream) for key, item in value.items()}
-    if type(value) is list:
-        return [_restored(item, stream) for item in value]
-    return value
+class _Chunks:
+    """Reads the chunks that follow the skeleton, in order (see the module's doc)."""
+
+    def __init__(self, data: memoryview, position: int, between_chunks: Callable[[], None]) -> None:
+        self.data, self.position, self.between_chunks = data, position, between_chunks
+
+    def next(self, length: int) -> Any:
+        self.between_chunks()
+        end = self.position + length
+        if end > len(self.data):
+            raise ValueError("a chunk runs past the end")
+        chunk = marshal.loads(self.data[self.position : end])  # (loads: load from a stream is twice as slow)
+        self.position = end
+        return chunk
+
+    def restored(self, value: Any) -> Any:
+        """A value of the skeleton with its chunked containers read back."""
+        if type(value) is tuple and len(value) == 3 and value[0] == CHUNKED:
+            kind, lengths = value[1], value[2]
+            if kind == "dict":
+                merged: dict[Any, Any] = {}
+                for length in lengths:
+                    merged.update(self.next(length))
+                return merged
+            if kind == "list":
+                joined: list[Any] = []
+                for length in lengths:
+                    joined.extend(self.next(length))
+                return joined
+            raise ValueError(f"a chunked container of an unknown kind {kind!r}")
+        if type(value) is dict:
+            return {key: self.restored(item) for key, item in value.items()}
+        if type(value) is list:
+            return [self.restored(item) for item in value]
+        return value
 
 
 def _chunked(value: Any, chunks: list[bytes]) -> Any:
@@ -117,17 +156,17 @@ def _chunked(value: Any, chunks: list[bytes]) -> Any:
     if type(value) is dict:
         if len(value) > CHUNK_ITEMS:
             items = iter(value.items())
-            count = 0
+            lengths = []
             while chunk := dict(islice(items, CHUNK_ITEMS)):
                 chunks.append(marshal.dumps(chunk))
-                count += 1
-            return (CHUNKED, "dict", count)
+                lengths.append(len(chunks[-1]))
+            return (CHUNKED, "dict", tuple(lengths))
         return {key: _chunked(item, chunks) for key, item in value.items()}
     if type(value) is list:
         if len(value) > CHUNK_ITEMS:
-            starts = range(0, len(value), CHUNK_ITEMS)
-            chunks.extend(marshal.dumps(value[start : start + CHUNK_ITEMS]) for start in starts)
-            return (CHUNKED, "list", len(starts))
+            encoded = [marshal.dumps(value[start : start + CHUNK_ITEMS]) for start in range(0, len(value), CHUNK_ITEMS)]
+            chunks.extend(encoded)
+            return (CHUNKED, "list", tuple(map(len, encoded)))
         return [_chunked(item, chunks) for item in value]
     return value
 
@@ -136,7 +175,7 @@ def encode_snapshot(tag: str, payload: Any) -> bytes:
     """The snapshot file's bytes (made with the store held; written after it is let go)."""
     chunks: list[bytes] = []
     skeleton = marshal.dumps(_chunked(payload, chunks))
-    data = b"".join([skeleton, *chunks])
+    data = b"".join([SKELETON_LENGTH.pack(len(skeleton)), skeleton, *chunks])
     header = b" ".join([MAGIC, tag.encode("ascii"), str(zlib.crc32(data)).encode(), str(len(data)).encode()])
     return header + b"\n" + data
 
