@@ -621,7 +621,8 @@ class GraphService:
         if reads is None:
             return None
         try:
-            return read(reads)
+            with reads.answering():
+                return read(reads)
         except StorageError as exc:
             log.info("answering after the load instead: %s", exc)
             return None
@@ -630,15 +631,18 @@ class GraphService:
         fragments = narrowing_fragments(query)
         if not fragments or FIELD_SEPARATOR in query:
             return None  # nothing the database can narrow with: a scan of every entity is the load's work
-        found = reads.matching(fragments, LOADING_MATCH_LIMIT)
-        if found is not None:
-            total: int | None = None
-        elif fragments == [query.lower()]:
-            # A broad query: its answer is cut, so only the entities that lead by name are fetched, and the
-            # database counts the rest (for one run of word characters its test is the substring rule itself).
-            total, found = reads.leading_matches(fragments[0], LOADING_LEADING)
+        counted: Matched | None = None
+        if fragments == [query.lower()]:
+            # One run of word characters, where the database's test is the substring rule itself: it sends the
+            # entities that lead by name, and counts the rest (a broad query's answer is cut anyway).
+            total, touching, found = reads.leading_matches(fragments[0], LOADING_LEADING)
+            if total > len(found):
+                counted = Matched(total, lambda: touching)
         else:
-            return None
+            matching = reads.matching(fragments, LOADING_MATCH_LIMIT)
+            if matching is None:
+                return None
+            found = matching
         state = GraphState.of(found, [])
         state.index.index_some(len(found))
         first, _ = state.index.search_tiers(query, lambda name: [], state.ordinal)
@@ -648,13 +652,9 @@ class GraphService:
         shown = first[:LOADING_LEADING]
         for collection, record in reads.relations_touching(shown):
             state.records_changed(collection, [], [record])
-        if total is not None:
-            matched: Matched | None = Matched(total, partial(reads.count_relations_touching_matches, fragments[0]))
-        elif len(shown) < len(first):
-            matched = Matched(len(first), partial(reads.count_relations_touching, first))
-        else:
-            matched = None
-        return self._respond(shown, all_relations=False, state=state, matched=matched)
+        if counted is None and len(shown) < len(first):
+            counted = Matched(len(first), partial(reads.count_relations_touching, first))
+        return self._respond(shown, all_relations=False, state=state, matched=counted)
 
     def _open_while_loading(self, names: Sequence[str], reads: ReadsWhileLoading) -> KnowledgeGraph:
         wanted = list(dict.fromkeys(names))

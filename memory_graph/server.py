@@ -10,6 +10,7 @@ import ctypes
 import functools
 import json
 import logging
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -85,6 +86,7 @@ from memory_graph.subscriptions import GraphSubscriptions
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 ROOTS_TIMEOUT_SECONDS = 5.0
+LOADING_SWITCH_INTERVAL = 0.0001  # seconds: each thread's turn at the interpreter while a load runs beside calls
 
 GRAPH_INSTRUCTIONS = (
     "A long-term memory. The knowledge graph holds entities (people, organizations, projects, events) with "
@@ -276,6 +278,17 @@ class App:
         threading.Thread(target=self._load, name="memory-graph-load", daemon=True).start()
 
     def _load(self) -> None:
+        # Calls arriving meanwhile wait for the interpreter at each of their thread hops while this thread runs:
+        # a shorter turn for each thread keeps them answered promptly (the default 5 ms made `initialize` take
+        # a second longer during a large load).
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(LOADING_SWITCH_INTERVAL)
+        try:
+            self._load_and_warm_up()
+        finally:
+            sys.setswitchinterval(interval)
+
+    def _load_and_warm_up(self) -> None:
         try:
             self.store.open()
             if self.graph.semantic is not None:

@@ -215,7 +215,7 @@ def _event(item: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return item, ""
 
 
-PARSE_SLICE = 10_000
+PARSE_SLICE = 2_000
 
 
 def parse_all_at_once(lines: list[str]) -> list[Any] | None:

@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -64,6 +64,10 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "memory_graph"
 CONNECT_TIMEOUT_SECONDS = 5
+# Rows a load fetches at a time: small enough that reads answered meanwhile from another thread get their turn
+# between two (each fetch is one call that holds the interpreter), large enough that round trips do not count.
+LOAD_BATCH_ROWS = 2_000
+GIVE_WAY_SECONDS = 5.0  # the longest a load waits, in all, for reads answered beside it
 BULK_ROWS = 500  # from this many rows a commit copies them in (COPY) instead of one statement per row
 IDLE_POLL_SECONDS = 30.0  # an idle subscriber also looks this often, in case a notification was missed
 CHANGE_LOG_HOURS = 24  # `compact` keeps a day of the change log: a server idle for longer reads the store again
@@ -133,27 +137,26 @@ MIGRATIONS: list[tuple[int, str, str]] = [
                     record->'errorPattern'->>'context'),
                 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
         $$;
-        ALTER TABLE memory_graph_records ADD COLUMN IF NOT EXISTS search_text text GENERATED ALWAYS AS
-            (CASE WHEN entity_name IS NULL THEN NULL ELSE memory_graph_search_text(record) END) STORED;
-        CREATE INDEX IF NOT EXISTS memory_graph_relations_from ON memory_graph_records ((record->>'from'), store)
-            WHERE record->>'from' IS NOT NULL;
-        CREATE INDEX IF NOT EXISTS memory_graph_relations_to ON memory_graph_records ((record->>'to'), store)
-            WHERE record->>'to' IS NOT NULL;
+        ALTER TABLE memory_graph_records
+            ADD COLUMN IF NOT EXISTS search_text text GENERATED ALWAYS AS
+                (CASE WHEN entity_name IS NULL THEN NULL ELSE memory_graph_search_text(record) END) STORED,
+            ADD COLUMN IF NOT EXISTS relation_from text GENERATED ALWAYS AS
+                (CASE WHEN record->>'type' = 'relation' THEN record->>'from' END) STORED,
+            ADD COLUMN IF NOT EXISTS relation_to text GENERATED ALWAYS AS
+                (CASE WHEN record->>'type' = 'relation' THEN record->>'to' END) STORED;
+        CREATE INDEX IF NOT EXISTS memory_graph_relations_from ON memory_graph_records (relation_from)
+            INCLUDE (store, collection, relation_to) WHERE relation_from IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS memory_graph_relations_to ON memory_graph_records (relation_to)
+            INCLUDE (store, collection) WHERE relation_to IS NOT NULL;
         """,
     ),
 ]
-SEARCH_INDEX_VERSION = 3  # the migration after which the optional parts below are tried
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+SEARCH_INDEX_VERSION = 3  # the migration after which the trigram index is tried (it needs pg_trgm)
 SEARCH_INDEX = (
     "CREATE INDEX IF NOT EXISTS memory_graph_search ON memory_graph_records "
     "USING gin (search_text gin_trgm_ops) WHERE search_text IS NOT NULL"
 )
-# Statistics of the relation ends (PostgreSQL 14 and later): without them the planner takes a lookup of a few
-# thousand names for a scan of every relation (a partial index's own statistics are not used).
-END_STATISTICS = [
-    f"CREATE STATISTICS IF NOT EXISTS memory_graph_relations_{end} ON (record->>'{end}') FROM memory_graph_records"
-    for end in ("from", "to")
-]
-SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
 def store_usage(url: str) -> dict[str, tuple[int, int, str | None]]:
@@ -269,6 +272,9 @@ class DatabaseReads:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
 
+    def answering(self) -> AbstractContextManager[None]:
+        return self._store._answering()
+
     def entities(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
         return self._records("entity_name = ANY(%s)", [names])
 
@@ -277,23 +283,31 @@ class DatabaseReads:
         found = self._records(held, patterns, limit=limit + 1)
         return found if len(found) <= limit else None
 
-    def leading_matches(self, fragment: str, take: int) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
+    def leading_matches(self, fragment: str, take: int) -> tuple[int, int, list[tuple[str, dict[str, Any]]]]:
         held, patterns = _holding([fragment])
-        name = "translate(entity_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
         literal = _like_literal(fragment)
-        order = f"{name} = %s DESC, {name} LIKE %s DESC, {name} LIKE %s DESC, position, key"
+        lowered = "translate(entity_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+        order = "lowered = %s DESC, lowered LIKE %s DESC, lowered LIKE %s DESC, position, key"
+        # One statement: the matches are found once (reading their rows is most of the cost), then ranked, counted
+        # and the relations touching them counted from the ends' indexes.
         rows = self._query(
-            f"SELECT store, collection, key, record::text, count(*) OVER () FROM memory_graph_records "
-            f"WHERE {self._scope()} AND {held} ORDER BY {order} LIMIT {int(take)}",
-            [self._store.stores, *patterns, fragment, f"{literal}%", f"%{literal}%"],
+            "WITH m AS MATERIALIZED (SELECT store, collection, key, entity_name AS name, position, "
+            f"{lowered} AS lowered FROM memory_graph_records WHERE {self._scope()} AND {held}), "
+            f"lead AS (SELECT store, collection, key, row_number() OVER (ORDER BY {order}) AS rank FROM m "
+            f"ORDER BY {order} LIMIT {int(take)}) "
+            f"SELECT r.store, r.collection, r.key, r.record::text, (SELECT count(*) FROM m), {self._touching('m')} "
+            "FROM lead JOIN memory_graph_records r USING (store, collection, key) ORDER BY lead.rank",
+            [self._store.stores, *patterns, *[fragment, f"{literal}%", f"%{literal}%"] * 2, *self._touching_parameters],
         )
-        return (int(rows[0][4]) if rows else 0), self._readable([row[:4] for row in rows])
+        if not rows:
+            return 0, 0, []
+        return int(rows[0][4]), int(rows[0][5]), self._readable([row[:4] for row in rows])
 
     def relations_touching(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
         # One query per end, so each end's index answers its half (an OR of the two scanned every relation).
         ends = [
             f"SELECT store, collection, key, position, record::text FROM memory_graph_records WHERE {self._scope()} "
-            f"AND record->>'{end}' = ANY(%s)"
+            f"AND relation_{end} = ANY(%s)"
             for end in ("from", "to")
         ]
         both = f"{ends[0]} UNION ALL {ends[1]}"
@@ -302,28 +316,27 @@ class DatabaseReads:
             [self._store.stores, names, self._store.stores, names],
         )
         once = {(row[0], row[1], row[2]): row for row in rows}  # a relation with both ends among them came twice
-        return [found for found in self._readable(list(once.values())) if found[1]["type"] == "relation"]
+        return self._readable(list(once.values()))
 
     def count_relations_touching(self, names: list[str]) -> int:
-        return self._count_touching("SELECT unnest(%s::text[])", [names])
-
-    def count_relations_touching_matches(self, fragment: str) -> int:
-        held, patterns = _holding([fragment])
-        matched = f"SELECT entity_name FROM memory_graph_records WHERE {self._scope()} AND {held}"
-        return self._count_touching(matched, [self._store.stores, *patterns])
-
-    def _count_touching(self, names: str, parameters: list[Any]) -> int:
-        """How many relations have an end among the names the query `names` gives."""
-        # (Only relations have ends; a test of the type, which has no statistics, misled the planner into scans.)
-        scope = self._scope("r.")
-        joined = f"SELECT r.store, r.collection, r.key FROM matched m JOIN memory_graph_records r ON {scope}"
-        # Each end joined on its own index, the two halves united (one relation may touch the names at both ends).
         rows = self._query(
-            f"WITH matched (name) AS ({names}) SELECT count(*) FROM ({joined} AND r.record->>'from' = m.name "
-            f"UNION {joined} AND r.record->>'to' = m.name) touching",
-            [*parameters, self._store.stores, self._store.stores],
+            f"WITH m (name) AS MATERIALIZED (SELECT unnest(%s::text[])) SELECT {self._touching('m')}",
+            [names, *self._touching_parameters],
         )
         return int(rows[0][0])
+
+    def _touching(self, names: str) -> str:
+        """SQL for how many relations have an end among the `name` column of the CTE `names`: those from one, plus
+        those to one, less those both from and to one (counted in the same pass as the first, against the names
+        hashed), each from an end's index alone: it holds the other end and the scope, so no row is read."""
+        scope = self._scope("r.")
+        joined = f"FROM {names} JOIN memory_graph_records r ON {scope} AND r.relation_"
+        both = f"count(*) FILTER (WHERE r.relation_to IN (SELECT name FROM {names}))"
+        return f"(SELECT count(*) - {both} {joined}from = {names}.name) + (SELECT count(*) {joined}to = {names}.name)"
+
+    @property
+    def _touching_parameters(self) -> list[Any]:
+        return [self._store.stores] * 2
 
     def _scope(self, table: str = "") -> str:
         """The rows of this server's collections, each in its own store (never the history). Its parameter is the
@@ -349,8 +362,9 @@ class DatabaseReads:
     def _query(self, sql: str, parameters: list[Any]) -> list[tuple[Any, ...]]:
         store = self._store
         try:
-            with store._connection() as conn:
+            with store._answering(), store._connection() as conn:  # (also when called outside `answering`)
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                conn.execute("SET LOCAL jit = off")  # compiling took longer than these short queries run
                 rows = conn.execute(sql, parameters).fetchall()
                 conn.commit()
                 return rows
@@ -451,6 +465,9 @@ class PostgresStore(StoreEngine):
         self._store_births: list[str] = []
         self._loading = False
         self._database_reads = DatabaseReads(self)
+        self._reads_answering = 0  # reads while loading now running (the load gives way to them)
+        self._reads_done = threading.Condition()
+        self._give_way_left = GIVE_WAY_SECONDS
 
     @property
     def location(self) -> str:
@@ -616,12 +633,6 @@ class PostgresStore(StoreEngine):
         """The trigram index that answers searches while a server loads. It needs the pg_trgm extension (shipped
         with PostgreSQL, and trusted: a database owner may create it); without it those searches scan the table."""
         try:
-            with conn.transaction():  # a savepoint: refused, the migration goes on without them
-                for statement in END_STATISTICS:
-                    conn.execute(statement)
-        except psycopg.Error as exc:
-            log.warning("database %s: no statistics of relation ends (%s)", safe_url(self.url), exc)
-        try:
             with conn.transaction():  # a savepoint: refused, the migration goes on without it
                 conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
                 conn.execute(SEARCH_INDEX)
@@ -637,6 +648,7 @@ class PostgresStore(StoreEngine):
     def _load(self, conn: psycopg.Connection[Any]) -> None:
         """Migrate, then read the whole store in one snapshot (the change log position included)."""
         loading, self._loading = self._loading, True
+        self._give_way_left = GIVE_WAY_SECONDS
         try:
             self._load_all(conn)
         finally:
@@ -644,6 +656,26 @@ class PostgresStore(StoreEngine):
 
     def reads_while_loading(self) -> ReadsWhileLoading | None:
         return self._database_reads if self._loading else None
+
+    @contextmanager
+    def _answering(self) -> Iterator[None]:
+        with self._reads_done:
+            self._reads_answering += 1
+        try:
+            yield
+        finally:
+            with self._reads_done:
+                self._reads_answering -= 1
+                self._reads_done.notify_all()
+
+    def _give_way(self) -> None:
+        # Not for ever: a steady stream of reads must not keep the load from finishing, so a load gives way for
+        # GIVE_WAY_SECONDS in all at most.
+        if self._reads_answering and self._give_way_left > 0:
+            started = time.monotonic()
+            with self._reads_done:
+                self._reads_done.wait_for(lambda: not self._reads_answering, timeout=self._give_way_left)
+            self._give_way_left -= time.monotonic() - started
 
     def _load_all(self, conn: psycopg.Connection[Any]) -> None:
         try:
@@ -702,15 +734,17 @@ class PostgresStore(StoreEngine):
         one text measured no faster, and a text value stops at 1 GB.)"""
         found: dict[str, dict[str, str]] = {name: {} for name in self.collections}
         with conn.cursor(name="memory_graph_load") as cursor:
-            cursor.itersize = 20_000
+            cursor.itersize = LOAD_BATCH_ROWS
             cursor.execute(
                 "SELECT store, collection, key, record::text FROM memory_graph_records WHERE store = ANY(%s) "
                 "ORDER BY position, key",
                 (self.stores,),
             )
-            for store, collection, key_text, text in cursor:
+            for number, (store, collection, key_text, text) in enumerate(cursor):
                 if self.store_of.get(collection) == store:
                     found[collection][key_text] = text
+                if number % LOAD_BATCH_ROWS == 0:
+                    self._give_way()
         return found
 
     def _catch_up(self, conn: psycopg.Connection[Any]) -> None:
