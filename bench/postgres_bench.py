@@ -8,7 +8,8 @@ engine in turn (alternating, so drift on a shared machine hits both):
   (on PostgreSQL that search is answered from the database while the server loads);
 - restart: the same after a first server answered one call and exited, leaving its start snapshot
   (storage/snapshot.py; each run has a cache folder of its own);
-- warm calls, in process: create_entities of one new entity and search_nodes for a rare word, p50 and p95.
+- warm calls, in process: create_entities of one new entity, search_nodes for `topic0`.. (each a substring of
+  about a tenth of the graph, or a hundredth past `topic99`), and search_nodes for one entity's name; p50 and p95.
 
     .venv/bin/python bench/postgres_bench.py --sizes 1000,100000 --runs 3
     .venv/bin/python bench/postgres_bench.py --sizes 1000000 --runs 1 --calls 100
@@ -111,7 +112,7 @@ def cold_start(env: dict[str, str], exit_gracefully: bool = False) -> tuple[floa
         process.wait()
 
 
-def warm_calls(folder: Path, url: str | None, calls: int, tag: str) -> dict[str, list[float]]:
+def warm_calls(folder: Path, url: str | None, calls: int, tag: str, size: int) -> dict[str, list[float]]:
     settings = Settings(
         memory_file=folder / "memory.json",
         lesson_file=folder / "lesson.json",
@@ -123,7 +124,7 @@ def warm_calls(folder: Path, url: str | None, calls: int, tag: str) -> dict[str,
     services.store.open()
     graph = services.graph
     graph.warm_up()
-    times: dict[str, list[float]] = {"create_entities ms": [], "search_nodes ms": []}
+    times: dict[str, list[float]] = {"create_entities ms": [], "search_nodes ms": [], "search_nodes (a name) ms": []}
     for i in range(calls):
         started = time.perf_counter()
         graph.create_entities([Entity(name=f"{tag} new {i}", entityType="bench", observations=[f"note {i}"])])
@@ -131,6 +132,10 @@ def warm_calls(folder: Path, url: str | None, calls: int, tag: str) -> dict[str,
         started = time.perf_counter()
         graph.search_nodes(f"topic{i % 1000}")
         times["search_nodes ms"].append((time.perf_counter() - started) * 1000)
+        # An entity's whole name, all its digits (no other name starts with it): the answer is that entity.
+        started = time.perf_counter()
+        graph.search_nodes(f"Entity {size // 10 + (i * 7919) % (size - size // 10)}")
+        times["search_nodes (a name) ms"].append((time.perf_counter() - started) * 1000)
     services.store.close()
     return times
 
@@ -182,7 +187,7 @@ def main() -> int:
                         seconds, rss = cold_start(env)  # restores what the first one left
                         row.setdefault("restart: first search_nodes s", []).append(seconds)
                         row.setdefault("restart: RSS after it MB", []).append(rss / 1024)
-                        warm = warm_calls(run_folder, env.get("MEMORY_DATABASE_URL"), args.calls, f"r{run}")
+                        warm = warm_calls(run_folder, env.get("MEMORY_DATABASE_URL"), args.calls, f"r{run}", size)
                         for metric, values in warm.items():
                             row.setdefault(f"{metric} p50", []).append(p(values, 0.5))
                             row.setdefault(f"{metric} p95", []).append(p(values, 0.95))
