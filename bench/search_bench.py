@@ -2,7 +2,8 @@
 
 A query that is a substring of many entities ("topic7" in a memory whose observations name topic0..topic999, or
 "entity 5") makes the substring tier order every match and the cut response count the relations they touch,
-before the answer is cut to its size. In process, after the load and the index warm-up; p50 over `--rounds`.
+before the answer is cut to its size; "entity 12345" names one entity with a word every entity holds. In
+process, after the load and the index warm-up; p50 over `--rounds`.
 Pass `--code` to time another checkout of the code (a `git worktree`) alternately with this one.
 
     .venv/bin/python bench/search_bench.py --entities 100000 --code /path/to/other/worktree
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import alternate
 
-QUERIES = ["topic7", "topic42", "entity 5", "fact 2 about"]
+QUERIES = ["topic7", "topic42", "entity 5", "fact 2 about", "entity 12345"]
 
 
 def measure(entities: int, rounds: int) -> dict[str, float]:

@@ -303,6 +303,9 @@ class SubstringIndex:
         self._stem_ids: dict[str, int] = {}
         self._stems: list[str] = []
         self._postings: list[array[int]] = []  # stem id -> docs, each FIELD_WEIGHT times per occurrence
+        # stem id -> how many documents its postings hold (each once): `_too_common` asks at every search, and
+        # counting a common word's postings then cost more than the rest of a search
+        self._held = array("i")
         self._live = 0
         self._dead = 0
         self._total_length = 0  # words over the indexed live documents (for BM25's average length)
@@ -368,10 +371,15 @@ class SubstringIndex:
             for word in words:
                 weighted[word] = weighted.get(word, 0) + weight
         word_ids, stem_of, postings = self._word_ids, self._stem_of_word, self._postings
+        stems: set[int] = set()
         for word, count in weighted.items():
             word_id = word_ids.get(word)
             stem_id = stem_of[word_id] if word_id is not None else self._word_stem(word)
             postings[stem_id].extend(repeat(doc, count))
+            stems.add(stem_id)
+        held = self._held
+        for stem_id in stems:  # (two words of one stem, "deploy" and "deploys", post the document twice)
+            held[stem_id] += 1
         self._lengths[doc] = length
         self._total_length += length
 
@@ -389,6 +397,7 @@ class SubstringIndex:
             stem_id = self._stem_ids[stemmed] = len(self._stems)
             self._stems.append(stemmed)
             self._postings.append(array("i"))
+            self._held.append(0)
         self._stem_of_word.append(stem_id)
         return stem_id
 
@@ -397,6 +406,7 @@ class SubstringIndex:
         the cost is shared by the changes that made them)."""
         new_id = {doc: i for i, doc in enumerate(d for d, n in enumerate(self._names) if n is not None)}
         self._postings = [array("i", (new_id[d] for d in ps if d in new_id)) for ps in self._postings]
+        self._held = array("i", (len(set(ps)) for ps in self._postings))
         keep = sorted(new_id)
         self._names = [self._names[d] for d in keep]
         self._texts = [self._texts[d] for d in keep]
@@ -422,6 +432,7 @@ class SubstringIndex:
             "stem_ids": self._stem_ids,
             "stems": self._stems,
             "postings": [docs.tobytes() for docs in self._postings],
+            "held": self._held.tobytes(),
             "counts": (self._live, self._dead, self._total_length, self._warm),
         }
 
@@ -430,36 +441,43 @@ class SubstringIndex:
         lengths, stem_of_word = _int_array(state["lengths"]), _int_array(state["stem_of_word"])
         grams = {gram: _int_array(ids) for gram, ids in state["words_with_gram"].items()}
         postings = [_int_array(docs) for docs in state["postings"]]
+        held = _int_array(state["held"])
         live, dead, total_length, warm = state["counts"]
         names, texts, words, stems = state["names"], state["texts"], state["words"], state["stems"]
         if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
             raise ValueError("the search index's tables differ in length")
-        if len(stems) != len(postings):
+        if not (len(stems) == len(postings) == len(held)):
             raise ValueError("the search index's stems and postings differ in length")
         self._doc_of, self._names, self._texts, self._lengths = dict(state["doc_of"]), names, texts, lengths
         self._fields_with_separator = dict(state["fields_with_separator"])
         self._pending = dict.fromkeys(state["pending"])
         self._word_ids, self._words, self._stem_of_word = dict(state["word_ids"]), words, stem_of_word
         self._words_with_gram, self._stem_ids = grams, dict(state["stem_ids"])
-        self._stems, self._postings = stems, postings
+        self._stems, self._postings, self._held = stems, postings, held
         self._live, self._dead, self._total_length, self._warm = int(live), int(dead), int(total_length), bool(warm)
 
     # -- the substring tier ----------------------------------------------------------------------------------
     def _candidates(self, fragment: str) -> set[int] | None:
         """Indexed documents that may contain `fragment` (lower-cased), or None when the index cannot narrow."""
+        stems = self._candidate_stems(fragment)
+        if stems is None:
+            return None
+        found: set[int] = set()
+        for stem_id in stems:
+            found.update(self._postings[stem_id])
+        return found
+
+    def _candidate_stems(self, fragment: str) -> list[int] | None:
+        """The stems whose documents may contain `fragment`, or None when the index cannot narrow."""
         runs = WORD.findall(fragment)
         longest = max(runs, key=len, default="")
         if len(longest) < GRAM:
             return None
         holders = sorted((self._words_with_gram.get(g, ()) for g in _grams(longest)), key=len)
         if not holders[0]:
-            return set()
+            return []
         words = set(holders[0]).intersection(*holders[1:])
-        stems = {self._stem_of_word[w] for w in words if longest in self._words[w]}
-        found: set[int] = set()
-        for stem_id in stems:
-            found.update(self._postings[stem_id])
-        return found
+        return list({self._stem_of_word[w] for w in words if longest in self._words[w]})
 
     def _contains(self, doc: int, fragment: str) -> bool:
         text = self._texts[doc]
@@ -510,13 +528,20 @@ class SubstringIndex:
         has no run of word characters long enough to narrow with."""
         pool: set[int] | None = None
         if several:
-            # The phrase holds every word too, so the documents holding every word are candidates for both rules:
-            # the narrowable words' candidates intersected, one set at a time.
-            for found in map(self._candidates, words):
-                if found is not None:
-                    pool = found if pool is None else pool & found
-                    if not pool:
-                        break
+            # The phrase holds every word too, and every document is then tested for every word, so the candidates
+            # of the word fewest documents hold are enough: building a common word's set ("entity" in a million
+            # entities' observations) cost more than all the rest of the search.
+            narrowest: list[int] | None = None
+            fewest = 0
+            for stems in map(self._candidate_stems, words):
+                if stems is not None:
+                    held = sum(len(self._postings[stem_id]) for stem_id in stems)
+                    if narrowest is None or held < fewest:
+                        narrowest, fewest = stems, held
+            if narrowest is not None:
+                pool = set()
+                for stem_id in narrowest:
+                    pool.update(self._postings[stem_id])
         else:
             pool = self._candidates(phrase)
         if pool is None:
@@ -709,8 +734,7 @@ class SubstringIndex:
         stem_id = self._stem_ids.get(term)
         if stem_id is None or indexed < 20:
             return False
-        postings = self._postings[stem_id]
-        return len(postings) > indexed * share and len(set(postings)) > indexed * share
+        return self._held[stem_id] > indexed * share
 
     def _frequencies(self, term: str) -> dict[int, int]:
         """Document -> weighted occurrences of a stem, indexed and pending documents alike."""

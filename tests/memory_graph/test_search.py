@@ -98,3 +98,30 @@ def test_the_whole_phrase_comes_before_its_words_found_apart() -> None:
     order = ["beta alpha", "x"]
     first, _ = index.search_tiers("Alpha Beta", lambda name: [], order.index)
     assert first == ["x", "beta alpha"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    docs=st.dictionaries(
+        st.text(ALPHABET, min_size=1, max_size=6), st.lists(TEXT, min_size=1, max_size=3), max_size=12
+    ),
+    removed=st.integers(min_value=0, max_value=12),
+    rounds=st.integers(min_value=1, max_value=3),
+)
+def test_each_stem_knows_how_many_documents_hold_it(docs: dict, removed: int, rounds: int) -> None:
+    """The count `_too_common` reads at every search is the number of documents in the stem's postings, through
+    posting, reposting, removal and the compaction that drops the dead (`_held`, kept beside the postings)."""
+    index = SubstringIndex()
+    for round_number in range(rounds):
+        for name, fields in docs.items():
+            index.put(name, [*fields, f"round {round_number}"])
+        while index.index_some(3):
+            pass
+        for name in list(docs)[:removed]:
+            index.remove(name)
+        assert list(index._held) == [len(set(postings)) for postings in index._postings]
+    index._compact()  # (a memory compacts once its dead documents outnumber 4,096 and the live)
+    assert list(index._held) == [len(set(postings)) for postings in index._postings]
+    restored = SubstringIndex()
+    restored.restore_state(index.snapshot_state())
+    assert list(restored._held) == list(index._held)
