@@ -127,6 +127,7 @@ LOADING_MATCH_LIMIT = 20_000
 # ... and a broad one (a single word past that limit) from the entities leading by name: more than an answer holds.
 LOADING_LEADING = 1_000
 SMALL_DEGREE = 8
+DEGREE_SAMPLE = 64  # names whose relations estimate how many a set of names touches (count_relations_touching)
 
 
 @dataclass
@@ -135,9 +136,6 @@ class Matched:
 
     entities: int
     relations: Callable[[], int]  # asked only when the answer is cut
-
-
-DEGREE_SAMPLE = 64  # names whose relations estimate how many a set of names touches (count_relations_touching)
 
 
 class GraphState:

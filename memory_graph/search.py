@@ -457,11 +457,8 @@ class SubstringIndex:
         self._live, self._dead, self._total_length, self._warm = int(live), int(dead), int(total_length), bool(warm)
 
     # -- the substring tier ----------------------------------------------------------------------------------
-    def _candidates(self, fragment: str) -> set[int] | None:
-        """Indexed documents that may contain `fragment` (lower-cased), or None when the index cannot narrow."""
-        stems = self._candidate_stems(fragment)
-        if stems is None:
-            return None
+    def _documents(self, stems: list[int]) -> set[int]:
+        """The documents the postings of these stems hold."""
         found: set[int] = set()
         for stem_id in stems:
             found.update(self._postings[stem_id])
@@ -526,24 +523,15 @@ class SubstringIndex:
     def _narrowed(self, phrase: str, words: list[str], several: bool) -> Iterable[int]:
         """Documents that may match: the index's candidates plus every pending document, or all when the query
         has no run of word characters long enough to narrow with."""
-        pool: set[int] | None = None
         if several:
             # The phrase holds every word too, and every document is then tested for every word, so the candidates
             # of the word fewest documents hold are enough: building a common word's set ("entity" in a million
             # entities' observations) cost more than all the rest of the search.
-            narrowest: list[int] | None = None
-            fewest = 0
-            for stems in map(self._candidate_stems, words):
-                if stems is not None:
-                    held = sum(len(self._postings[stem_id]) for stem_id in stems)
-                    if narrowest is None or held < fewest:
-                        narrowest, fewest = stems, held
-            if narrowest is not None:
-                pool = set()
-                for stem_id in narrowest:
-                    pool.update(self._postings[stem_id])
+            narrowable = [stems for stems in map(self._candidate_stems, words) if stems is not None]
+            narrowest = min(narrowable, key=lambda stems: sum(len(self._postings[s]) for s in stems), default=None)
         else:
-            pool = self._candidates(phrase)
+            narrowest = self._candidate_stems(phrase)
+        pool = None if narrowest is None else self._documents(narrowest)
         if pool is None:
             return self._doc_of.values()
         return [*pool, *self._pending]

@@ -362,7 +362,7 @@ class DatabaseReads:
     def _query(self, sql: str, parameters: list[Any]) -> list[tuple[Any, ...]]:
         store = self._store
         try:
-            with store._answering(), store._connection() as conn:  # (also when called outside `answering`)
+            with store._connection() as conn:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 conn.execute("SET LOCAL jit = off")  # compiling took longer than these short queries run
                 rows = conn.execute(sql, parameters).fetchall()

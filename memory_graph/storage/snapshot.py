@@ -13,9 +13,9 @@ or length does not match (a torn or damaged file), reads as none and the start p
 
 The data is the length of the skeleton (8 bytes), the skeleton (the payload with each container of more than
 CHUNK_ITEMS items replaced by a marker that lists its chunks' lengths), then the chunks, CHUNK_ITEMS items to a
-marshal object, in the order the markers are met. Why: one marshal call holds the
-interpreter for the whole call (seconds at a million entities), and a database server answers reads from
-another thread while it restores (`ReadsWhileLoading`); between two chunks that thread gets its turn.
+marshal object, in the order the markers are met. Why: one marshal call holds the interpreter for the whole
+call (seconds at a million entities), and a database server answers reads from another thread while it
+restores (`ReadsWhileLoading`); between two chunks that thread gets its turn.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from lessons.model import LessonInput
@@ -205,8 +206,6 @@ def test_the_searchable_text_has_a_trigram_index_the_database_uses(tmp_path: Pat
     url = Engine.database_url(tmp_path)
     assert url is not None
     with_index = "EXPLAIN SELECT key FROM memory_graph_records WHERE search_text LIKE '%deploy%'"
-    import psycopg
-
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET enable_seqscan = off")  # a table this small is otherwise scanned
         plan = " ".join(row[0] for row in conn.execute(with_index).fetchall())
