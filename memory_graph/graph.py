@@ -564,10 +564,15 @@ class GraphService:
             )
 
     # -- reads -------------------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Read what any search needs before the memory is loaded (the thesaurus of the ranked tiers): the server
+        calls it as its load starts, so a first search answered while a database loads does not pay for it."""
+        prepare()
+
     def warm_up(self, slice_size: int = 2000) -> None:
         """Build the search index now rather than on the first search (the server calls it after loading),
         in slices, so tool calls arriving meanwhile wait for one slice at most, not the whole index."""
-        prepare()
+        self.prepare()
         more = True
         while more:
             with self.store.reading():
@@ -646,8 +651,14 @@ class GraphService:
         first, _ = state.index.search_tiers(query, lambda name: [], state.ordinal)
         if not first:
             return None  # what ranks without holding the query is found among all the words: the load's work
-        # Relations only for the entities an answer can hold; the database counts those of the rest.
-        shown = first[:LOADING_LEADING]
+        # Relations only for the entities an answer can hold (those whose records alone fit the response budget,
+        # and the first that does not, which cuts it); the database counts those of the rest.
+        budget, shown = self.max_response_chars - ENVELOPE_CHARS, []
+        for name in first[:LOADING_LEADING]:
+            shown.append(name)
+            budget -= _json_size(entity_view(state.entities[name]))
+            if budget < 0:
+                break
         for collection, record in reads.relations_touching(shown):
             state.records_changed(collection, [], [record])
         if counted is None and len(shown) < len(first):

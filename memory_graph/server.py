@@ -275,6 +275,9 @@ class App:
         """
         if self.selection.pending:
             return
+        # Before the thread starts: a call that arrives before the thread has begun the load is answered as one
+        # arriving during it (from a database's indexes), not made to wait for all of the load.
+        self.store.opening()
         threading.Thread(target=self._load, name="memory-graph-load", daemon=True).start()
 
     def _load(self) -> None:
@@ -290,6 +293,7 @@ class App:
 
     def _load_and_warm_up(self) -> None:
         try:
+            self.graph.prepare()
             self.store.open()
             if self.graph.semantic is not None:
                 self.graph.semantic.start()  # the model loads in its own thread; the first search waits for it

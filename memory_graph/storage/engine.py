@@ -166,6 +166,11 @@ class StoreEngine(ABC):
         files have no index to answer from)."""
         return None
 
+    def opening(self) -> None:
+        """Said before open() is called on another thread: reads the storage can answer while it loads are
+        answered from now on, not only once that thread has begun (the files answer none)."""
+        return None
+
     @abstractmethod
     def open(self) -> None:
         """Prepare the storage and load what it holds (listeners hear of every record)."""

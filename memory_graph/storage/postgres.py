@@ -445,7 +445,8 @@ class PostgresStore(StoreEngine):
         self.stores = sorted(set(self.store_of.values()))
         self._pool = ConnectionPool(
             url,
-            min_size=1,
+            # Two at once: a read answered while the load holds one finds the other connected and ready.
+            min_size=2,
             max_size=max(2, pool_size),
             open=False,
             timeout=CONNECT_TIMEOUT_SECONDS,
@@ -454,6 +455,7 @@ class PostgresStore(StoreEngine):
             name="memory-graph",
         )
         self._pool_open = False
+        self._pool_lock = threading.Lock()
         self._thread_lock = threading.RLock()
         self._opened = False
         self._applied_seq: dict[str, int] = dict.fromkeys(self.stores, 0)
@@ -492,8 +494,9 @@ class PostgresStore(StoreEngine):
         if self._closed.is_set():
             raise StorageError(f"the store {self.location} was closed; open a new one")
         if not self._pool_open:
-            # (Checked before the lock too: reads made while a load holds it need the pool the load opened.)
-            with self._thread_lock:
+            # A lock of its own, not the store's: a read answered while a load holds that one may be the first
+            # to need the pool.
+            with self._pool_lock:
                 if not self._pool_open:
                     self._pool.open(wait=False)
                     self._pool_open = True
@@ -540,6 +543,10 @@ class PostgresStore(StoreEngine):
                 return
 
     # -- lifecycle -------------------------------------------------------------------------------------------
+    def opening(self) -> None:
+        if not self._opened:
+            self._loading = True
+
     def open(self) -> None:
         if self._opened:
             return

@@ -16,8 +16,9 @@ from lessons.model import LessonInput
 from memory_graph import graph as graph_module
 from memory_graph.app import Services, services_for_folder
 from memory_graph.model import Entity, KnowledgeGraph, Relation
+from memory_graph.server import App, build_app
 from memory_graph.storage import PostgresStore
-from tests.conftest import Engine, open_services
+from tests.conftest import Engine, open_services, settings_in
 from tests.memory_graph.test_postgres import sql
 
 pytestmark = [
@@ -150,6 +151,75 @@ def test_a_read_while_loading_sees_what_another_server_committed_since(held: tup
         ("Teapot", "Alice", "belongs to"),
     }
     assert load.loader.is_alive()
+
+
+def answered_at_once(read: Any) -> Any:
+    """The read's answer, which must come within WAIT (a read that waited for a held load would not)."""
+    done: list[Any] = []
+    reader = threading.Thread(target=lambda: done.append(read()), daemon=True)
+    reader.start()
+    reader.join(WAIT)
+    assert done, "the read waited for the load"
+    return done[0]
+
+
+def test_a_read_made_before_the_load_has_connected_is_answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The load holds the store's lock before it opens the pool: a read must open the pool itself, not wait.
+    loaded = open_services(tmp_path)
+    fill(loaded)
+    reached, release = threading.Event(), threading.Event()
+    original = PostgresStore._session
+
+    def held(store: PostgresStore, write: bool) -> Any:
+        if not reached.is_set():
+            reached.set()
+            assert release.wait(WAIT * 3), "the test never released the load"
+        return original(store, write)
+
+    monkeypatch.setattr(PostgresStore, "_session", held)
+    early = services_for_folder(tmp_path, database_url=Engine.database_url(tmp_path))
+    loader = threading.Thread(target=early.store.open, daemon=True)
+    loader.start()
+    try:
+        assert reached.wait(WAIT)
+        answer = answered_at_once(lambda: early.graph.search_nodes("deploy"))
+        assert sorted(names(answer)) == sorted(substring_tier(loaded, "deploy"))
+        assert loader.is_alive()
+    finally:
+        release.set()
+        loader.join(WAIT)
+
+
+def test_a_read_that_arrives_before_the_load_thread_begins_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server says the load is coming before it starts the thread: a call that is quicker than the thread is
+    # answered from the database too, not made to wait for all of the load.
+    loaded = open_services(tmp_path)
+    fill(loaded)
+    begin = threading.Event()
+    original = App._load
+
+    def late(app: App) -> None:
+        assert begin.wait(WAIT * 3), "the test never let the load begin"
+        original(app)
+
+    monkeypatch.setattr(App, "_load", late)
+    # Whoever loads (the call itself, if it took the load on) stops at the rows until the test ends.
+    reload_all = PostgresStore._reload_all
+
+    def held(store: PostgresStore, conn: Any) -> None:
+        assert begin.wait(WAIT * 3)
+        reload_all(store, conn)
+
+    monkeypatch.setattr(PostgresStore, "_reload_all", held)
+    app = build_app(settings_in(tmp_path))
+    app.start_loading()
+    try:
+        answer = answered_at_once(lambda: app.graph.open_nodes(["Teapot", "Alice"]))
+        assert answer == loaded.graph.open_nodes(["Teapot", "Alice"])
+    finally:
+        begin.set()
 
 
 @pytest.mark.parametrize(
