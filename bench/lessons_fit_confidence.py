@@ -6,8 +6,9 @@
 Fitting data, all harvested on this machine by really running tools (never the dev sets, which stay for
 measuring): bench/data/harvested-lessons.json (classes of error with a lesson in three styles: the raw key line,
 an assistant's summary `__A`, a generalized pattern `__B`; other occurrences of each as queries; errors no class
-covers as negatives; distractor lessons `DIS_*`). (bench/data/harvested-negatives.json, the earlier negatives, is not
-used: some of its errors are kinds that harvested-lessons.json has classes for.)
+covers as negatives; distractor lessons `DIS_*`) and bench/data/harvested-negatives-2.json (142 more errors of kinds
+none of those lessons covers, one per kind, from 22 tools). (bench/data/harvested-negatives.json, the earliest
+negatives, is not used: some of its errors are kinds that harvested-lessons.json has classes for.)
 Stores: the raw lessons alone, with the distractors, the summaries with the distractors, all three styles with
 the distractors. Each query is asked with abstention off; the top answer is labelled 1 when right, 0 when wrong
 or when the query is a negative.
@@ -15,8 +16,13 @@ or when the query is a negative.
 The features are the ones the service computes (recorded from its own calls to ranking.confidence, so the fit
 sees exactly what ships): score, margin over the runner-up, whether the lesson explains the query's rarest word,
 whether it names the query's error class, ln(store size). Model: logistic regression by gradient descent (no
-numpy in the default install). Cut: the confidence that maximises right answers minus WRONG_COST x wrong ones
-over the fitting rows: a confident wrong lesson costs the user more than an honest "nothing fits".
+numpy in the default install), with the weight of ln(store size) kept at or below zero: more lessons are more
+chances of a near miss, never a reason for more confidence (unconstrained, the four fitting stores' sizes, 50 to
+450 lessons, gave it a positive weight, which made a 1,000-lesson store answer uncovered errors more often).
+Cut: the confidence that maximises right answers minus WRONG_COST x wrong ones over the fitting rows, with the
+negatives weighted to make up NEGATIVE_SHARE of the queries (the share harvested-lessons.json alone has), so that
+harvesting more negatives makes the fit surer, not the cut stricter: a confident wrong lesson costs the user
+more than an honest "nothing fits".
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from memory_graph.graph import ImportSummary  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 WRONG_COST = 2.0
+NEGATIVE_SHARE = 0.25
+SIZE_FEATURE = 6  # ln(store size), in the order of ranking.confident's features
 Row = tuple[list[float], float]
 
 
@@ -122,6 +130,7 @@ def fit(rows: list[Row], steps: int = 20_000, rate: float = 0.5, l2: float = 1e-
                 gradient[i] += error * value
             gradient[-1] += error
         weights = [w - rate * (g / len(rows) + l2 * w) for w, g in zip(weights, gradient, strict=True)]
+        weights[SIZE_FEATURE] = min(weights[SIZE_FEATURE], 0.0)
     return weights
 
 
@@ -129,14 +138,15 @@ def predict(weights: list[float], x: list[float]) -> float:
     return ranking.confidence(tuple(weights), tuple(x))
 
 
-def best_cut(weights: list[float], rows: list[Row]) -> float:
-    """The confidence cut (two decimals) maximising right - WRONG_COST x wrong answers kept."""
-    chances = sorted((predict(weights, x), y) for x, y in rows)
+def best_cut(weights: list[float], rows: list[tuple[Row, bool]], negative_weight: float) -> float:
+    """The confidence cut (two decimals) maximising right - WRONG_COST x wrong answers kept, an answer to a
+    negative query counting `negative_weight`."""
+    chances = [(predict(weights, x), y, negative_weight if negative else 1.0) for (x, y), negative in rows]
     best, best_value = 0.0, -math.inf
     for step in range(100):
         cut = step / 100
-        kept = [y for chance, y in chances if chance >= cut]
-        value = sum(kept) - WRONG_COST * (len(kept) - sum(kept))
+        kept = [(y, weight) for chance, y, weight in chances if chance >= cut]
+        value = sum(weight * (y - WRONG_COST * (1 - y)) for y, weight in kept)
         if value > best_value:
             best, best_value = cut, value
     return best
@@ -147,14 +157,15 @@ def main() -> int:
         setattr(service, name, 0.0)
     ranking.RELATIVE_CUTOFF = 0.0
     harvested = load("harvested-lessons.json")
-    queries = harvested["queries"]
+    queries = harvested["queries"] + load("harvested-negatives-2.json")["queries"]
     positives = sum(1 for q in queries if q["expected"])
     negatives = len(queries) - positives
+    negative_weight = NEGATIVE_SHARE / (1 - NEGATIVE_SHARE) * positives / negatives
     collected = {label: collect(store, queries) for label, store in stores(harvested).items()}
     for index, tool in enumerate(("FIND", "RECOMMEND")):
         rows = [row for pair in collected.values() for row, _ in pair[index]]
         weights = fit(rows)
-        cut = best_cut(weights, rows)
+        cut = best_cut(weights, [row for pair in collected.values() for row in pair[index]], negative_weight)
         floor = math.floor(20 * min(x[0] for x, y in rows if y)) / 20
         print(f"{tool}_CONFIDENCE = {tuple(round(w, 3) for w in weights)}")
         print(f"{tool}_MIN_CONFIDENCE = {cut}")

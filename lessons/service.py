@@ -482,6 +482,7 @@ class LessonService:
             queries = [index.prepare(query) for query in line_queries]
             log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
             ranked: list[Ranked] = []
+            strict_of: dict[str, Query] = {}  # each winning line read strictly once
             for name in index.candidates(queries or [log_query]):
                 lesson = index.lessons[name]
                 best, winner = index.best_match(queries, lesson)
@@ -489,6 +490,17 @@ class LessonService:
                 relevance = (1 - LOG_COVERAGE_WEIGHT) * best + LOG_COVERAGE_WEIGHT * coverage
                 statistic = statistic_of(self.records[name])
                 line = winner.text if winner is not None else ""
+                # The clues read the winning line as find_similar_errors reads a message: its words no lesson has
+                # count against every lesson. Read as a log line (where they are ignored, logs being full of
+                # them), a line of an error no lesson covers looked fully explained by any lesson sharing its
+                # known words.
+                strict = None
+                if winner is not None:
+                    strict = strict_of.get(winner.text)
+                    if strict is None:
+                        strict = strict_of[winner.text] = index.prepare(
+                            query_of(winner.text, winner.shape, winner.weight), count_unknown=True
+                        )
                 ranked.append(
                     (
                         combined_score(relevance, statistic),
@@ -496,7 +508,7 @@ class LessonService:
                         statistic,
                         name,
                         line,
-                        clues(index, winner, lesson),
+                        clues(index, strict, lesson),
                     )
                 )
             top = best_first(

@@ -46,6 +46,32 @@ def test_error_lines_skip_ci_wrappers_and_keep_the_error() -> None:
     assert not any("exit code" in line for line in lines)
 
 
+def test_error_lines_leave_out_the_commands_that_were_run() -> None:
+    """A command echoed by a prompt, `set -x`, a CI step or npm is input, not output: matched as an error line, a
+    lesson mentioning the same tool explained all of it."""
+    commands = [
+        "$ bash build.sh",
+        "dev@laptop:~/site$ npm run build",
+        "+ bash build.sh",
+        "Run bash build.sh",
+        "Step 3/8 : RUN bash build.sh",
+        "> site@1.0.0 build",
+    ]
+    for command in commands:
+        log = f"{command}\nbuild.sh: line 3: popd: directory stack empty\nbuilt\n"
+        lines = error_lines(log)
+        assert "build.sh: line 3: popd: directory stack empty" in lines, (command, lines)
+        assert not any(command in line for line in lines), (command, lines)
+    # A line that merely starts like one is kept.
+    assert error_lines("$HOME is not set") == ["$HOME is not set"]
+
+
+def test_a_bare_npm_error_line_is_a_wrapper() -> None:
+    lines = error_lines('npm error Missing script: "dev"\nnpm error\nnpm error To see a list of scripts, run:')
+    assert 'npm error Missing script: "dev"' in lines
+    assert "npm error" not in lines
+
+
 def lesson(name: str, message: str, observations: list[str]) -> dict:
     return {
         "type": "entity",
