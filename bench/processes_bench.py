@@ -85,14 +85,16 @@ def drive(process: subprocess.Popen[bytes], worker: int, size: int, until: float
         out[kind].append(elapsed)
 
 
-def run(memory: Path, count: int, size: int, seconds: float) -> tuple[float, float, float]:
-    """(calls per second, read p50 ms, write p95 ms) with `count` processes."""
+def run(memory: Path, count: int, size: int, seconds: float, settle: float = 0.0) -> tuple[float, float, float]:
+    """(calls per second, read p50 ms, write p95 ms) with `count` processes, `settle` seconds after their first
+    calls (a server's background work after its load, the search index and its start snapshot, is then done)."""
     processes = [spawn(memory) for _ in range(count)]
     try:
         # Every server's first call loads the store: done before the clock starts.
         for process in processes:
             call = {"name": "open_nodes", "arguments": {"names": ["Entity 0"]}}
             request(process, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        time.sleep(settle)
         results = [{"read": [], "write": []} for _ in processes]
         until = time.perf_counter() + seconds
         threads = [
@@ -124,6 +126,9 @@ def main() -> None:
     parser.add_argument("--entities", type=int, default=10000)
     parser.add_argument("--processes", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument(
+        "--settle", type=float, default=0, help="seconds between the servers' first calls and the measured ones"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "source.json"
@@ -133,7 +138,7 @@ def main() -> None:
             store = Path(folder) / f"store-{count}"
             store.mkdir()
             shutil.copy(source, store / "memory.json")
-            figures[count] = run(store / "memory.json", count, args.entities, args.seconds)
+            figures[count] = run(store / "memory.json", count, args.entities, args.seconds, args.settle)
             rate, read_p50, write_p95 = figures[count]
             print(
                 f"{args.entities} entities, {count} process(es): {rate:.1f} calls/s, "
