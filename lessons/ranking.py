@@ -246,12 +246,13 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
     explained = evidence_words(explanation_text(record))
     incidental = {w for w in slot_words(message) if w not in explained}
     message_shape = shape(message)
+    message_words = evidence_words(message)
     return IndexedLesson(
         name=record["name"],
         type=type_key(str(pattern.get("type") or "")),
         shape=message_shape,
         sorted_shape=sort_words(message_shape),
-        message_evidence=evidence_words(message) - incidental,
+        message_evidence=message_words - incidental,
         all_evidence=evidence_words(lesson_text(record)),
         # Aliases (other wordings that this lesson fixed) first, then the observations.
         other_shapes=tuple(
@@ -262,7 +263,8 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         ),
         message_identity=identity_words(message),
         all_identity=identity_words(lesson_text(record)),
-        twin_key=twin_key(message),
+        # A message too short to say which error it is (one word) has no twin.
+        twin_key=twin_key(message) if len(message_words) >= 2 else "",
     )
 
 
@@ -389,10 +391,12 @@ class LessonIndex:
         self.cached: dict[str, tuple[str, Any]] = {}
         self.made: dict[str, tuple[str, Any]] = {}
 
-    def prepare_record(self, record: dict[str, Any]) -> None:
+    def prepare_record(self, record: dict[str, Any]) -> IndexedLesson:
         """Index a record ahead of its commit, outside the store's lock: put() takes the result when the record
         that arrives says the same. Safe from any thread (one dict item is set)."""
-        self._prepared[record["name"]] = (_indexed_fields(record), index_record(record))
+        indexed = index_record(record)
+        self._prepared[record["name"]] = (_indexed_fields(record), indexed)
+        return indexed
 
     def forget_prepared(self, name: str) -> None:
         self._prepared.pop(name, None)
@@ -406,7 +410,8 @@ class LessonIndex:
         else:
             indexed = self._cached_or_indexed(record)
         self.lessons[indexed.name] = indexed
-        self._twins.setdefault(indexed.twin_key, set()).add(indexed.name)
+        if indexed.twin_key:
+            self._twins.setdefault(indexed.twin_key, set()).add(indexed.name)
         self._idf.clear()
         self._message_mass.clear()
         for word in indexed.all_evidence:
@@ -456,19 +461,16 @@ class LessonIndex:
             else:
                 self._holders[word].discard(name)
 
-    def twins(self, record: dict[str, Any]) -> list[str]:
-        """Stored lessons that a new lesson record would duplicate: the same error at another place or time
-        (signature.twin_key: only folders, positions, addresses, hex and times may differ) with a compatible type.
-        A message too short to say which error it is has none."""
-        pattern = record.get("errorPattern") or {}
-        message = str(pattern.get("message") or "")
-        if len(evidence_words(message)) < 2:
+    def twins(self, lesson: IndexedLesson) -> list[str]:
+        """Stored lessons that a new lesson would duplicate (`lesson`: its signature, made before the store is
+        held): the same error at another place or time (signature.twin_key: only folders, positions, addresses, hex
+        and times may differ) with a compatible type. A message too short to say which error it is has none."""
+        if not lesson.twin_key:
             return []
-        kind = type_key(str(pattern.get("type") or ""))
         return [
             name
-            for name in sorted(self._twins.get(twin_key(message), ()))
-            if not kind or not self.lessons[name].type or self.lessons[name].type == kind
+            for name in sorted(self._twins.get(lesson.twin_key, ()))
+            if not lesson.type or not self.lessons[name].type or self.lessons[name].type == lesson.type
         ]
 
     def idf(self, word: str) -> float:

@@ -8,6 +8,7 @@ whether a name is taken.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -43,6 +44,7 @@ from lessons.ranking import (
     RECOMMEND_CONFIDENCE,
     RECOMMEND_MIN_CONFIDENCE,
     RECOMMEND_THRESHOLD,
+    IndexedLesson,
     LessonIndex,
     Query,
     best_first,
@@ -269,16 +271,21 @@ class LessonService:
         steps = [step.model_dump() for step in lesson.verificationSteps]
         # Reading the error text costs time linear in it (a 1 MB message, a large part of a second): done here,
         # before the lock, rather than when the committed record reaches the index under it.
-        self.index.prepare_record(
+        prepared = self.index.prepare_record(
             {"name": lesson.name, "observations": observations, "errorPattern": pattern, "verificationSteps": steps}
         )
         try:
-            return self._create(lesson, observations, pattern, steps)
+            return self._create(lesson, observations, pattern, steps, prepared)
         finally:
             self.index.forget_prepared(lesson.name)
 
     def _create(
-        self, lesson: LessonInput, observations: list[str], pattern: dict[str, Any], steps: list[dict[str, Any]]
+        self,
+        lesson: LessonInput,
+        observations: list[str],
+        pattern: dict[str, Any],
+        steps: list[dict[str, Any]],
+        prepared: IndexedLesson,
     ) -> CreatedLesson:
         with self.store.transaction() as tx:
             existing = self.names.entity_type(lesson.name)
@@ -319,7 +326,7 @@ class LessonService:
                     **({"project": self.project} if self.project else {}),
                 },
             }
-            twins = self.index.twins(record)
+            twins = self.index.twins(prepared)
             # A twin from another project (or from none, for a project's server) stays apart: each project prefers
             # its own lesson at equal relevance.
             twin = next((n for n in twins if self._project_of(n) == self.project), None)
@@ -482,7 +489,7 @@ class LessonService:
             queries = [index.prepare(query) for query in line_queries]
             log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
             ranked: list[Ranked] = []
-            strict_of: dict[str, Query] = {}  # each winning line read strictly once
+            strict_of: dict[int, Query] = {}  # each winning line's strict reading, made once
             for name in index.candidates(queries or [log_query]):
                 lesson = index.lessons[name]
                 best, winner = index.best_match(queries, lesson)
@@ -496,11 +503,9 @@ class LessonService:
                 # known words.
                 strict = None
                 if winner is not None:
-                    strict = strict_of.get(winner.text)
-                    if strict is None:
-                        strict = strict_of[winner.text] = index.prepare(
-                            query_of(winner.text, winner.shape, winner.weight), count_unknown=True
-                        )
+                    strict = strict_of.get(id(winner))
+                    if strict is None:  # a copy, its text already read: no text is read with the store held
+                        strict = strict_of[id(winner)] = index.prepare(copy.copy(winner), count_unknown=True)
                 ranked.append(
                     (
                         combined_score(relevance, statistic),

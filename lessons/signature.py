@@ -226,8 +226,10 @@ def _replace(pattern: re.Pattern[str], text: str, placeholder: str | Callable[[s
 
 
 def _file_name(path: str) -> str:
-    # A path's folders are where it happened to run; its file name (Makefile, package.json) may matter.
-    return " " + re.split(r"[\\/]", path.rstrip("\\/"))[-1] + " "
+    # A path's folders are where it happened to run; its file name (Makefile, package.json) may matter. (Sliced,
+    # not split by a regex: a text of a.a.a... holds a "file name" every 2 characters.)
+    trimmed = path.rstrip("\\/")
+    return " " + trimmed[max(trimmed.rfind("/"), trimmed.rfind("\\")) + 1 :] + " "
 
 
 def _quoted_inner(match: re.Match[str]) -> str:

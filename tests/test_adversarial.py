@@ -258,7 +258,13 @@ def test_error_text_is_read_before_the_store_is_held(tmp_path: Path, monkeypatch
 
         monkeypatch.setattr(store, method, holding)
     slow_under_lock: list[str] = []
-    spied = [(ranking, "index_record"), (service, "query_of"), (service, "error_windows"), (service, "closest_name")]
+    spied = [
+        (ranking, "index_record"),
+        (ranking, "twin_key"),  # finding a new lesson's twins
+        (service, "query_of"),
+        (service, "error_windows"),
+        (service, "closest_name"),
+    ]
     for module, name in [*spied, (service, "evidence_words")]:
         original = getattr(module, name)
 
