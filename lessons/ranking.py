@@ -247,13 +247,14 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
     incidental = {w for w in slot_words(message) if w not in explained}
     message_shape = shape(message)
     message_words = evidence_words(message)
+    text = lesson_text(record)
     return IndexedLesson(
         name=record["name"],
         type=type_key(str(pattern.get("type") or "")),
         shape=message_shape,
         sorted_shape=sort_words(message_shape),
         message_evidence=message_words - incidental,
-        all_evidence=evidence_words(lesson_text(record)),
+        all_evidence=evidence_words(text),
         # Aliases (other wordings that this lesson fixed) first, then the observations.
         other_shapes=tuple(
             shape(str(text)[:MAX_KEY_CHARS])
@@ -262,7 +263,7 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
             )
         ),
         message_identity=identity_words(message),
-        all_identity=identity_words(lesson_text(record)),
+        all_identity=identity_words(text),
         # A message too short to say which error it is (one word) has no twin.
         twin_key=twin_key(message) if len(message_words) >= 2 else "",
     )

@@ -488,8 +488,12 @@ class LessonService:
             index = self.index
             queries = [index.prepare(query) for query in line_queries]
             log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
+            # The clues read the winning line as find_similar_errors reads a message: its words no lesson has
+            # count against every lesson. Read as a log line (where they are ignored, logs being full of them), a
+            # line of an error no lesson covers looked fully explained by any lesson sharing its known words. (A
+            # copy of each line's query: its text was read before the store was held.)
+            strict_of = {id(query): index.prepare(copy.copy(query), count_unknown=True) for query in queries}
             ranked: list[Ranked] = []
-            strict_of: dict[int, Query] = {}  # each winning line's strict reading, made once
             for name in index.candidates(queries or [log_query]):
                 lesson = index.lessons[name]
                 best, winner = index.best_match(queries, lesson)
@@ -497,15 +501,6 @@ class LessonService:
                 relevance = (1 - LOG_COVERAGE_WEIGHT) * best + LOG_COVERAGE_WEIGHT * coverage
                 statistic = statistic_of(self.records[name])
                 line = winner.text if winner is not None else ""
-                # The clues read the winning line as find_similar_errors reads a message: its words no lesson has
-                # count against every lesson. Read as a log line (where they are ignored, logs being full of
-                # them), a line of an error no lesson covers looked fully explained by any lesson sharing its
-                # known words.
-                strict = None
-                if winner is not None:
-                    strict = strict_of.get(id(winner))
-                    if strict is None:  # a copy, its text already read: no text is read with the store held
-                        strict = strict_of[id(winner)] = index.prepare(copy.copy(winner), count_unknown=True)
                 ranked.append(
                     (
                         combined_score(relevance, statistic),
@@ -513,7 +508,7 @@ class LessonService:
                         statistic,
                         name,
                         line,
-                        clues(index, strict, lesson),
+                        clues(index, strict_of.get(id(winner)), lesson),
                     )
                 )
             top = best_first(
