@@ -13,12 +13,13 @@ Stores: the raw lessons alone, with the distractors, the summaries with the dist
 the distractors. Each query is asked with abstention off; the top answer is labelled 1 when right, 0 when wrong
 or when the query is a negative.
 
-The features are the ones the service computes (recorded from its own calls to ranking.confidence, so the fit
-sees exactly what ships): score, margin over the runner-up, whether the lesson explains the query's rarest word,
-whether it names the query's error class, ln(store size). Model: logistic regression by gradient descent (no
-numpy in the default install), with the weight of ln(store size) kept at or below zero: more lessons are more
-chances of a near miss, never a reason for more confidence (unconstrained, the four fitting stores' sizes, 50 to
-450 lessons, gave it a positive weight, which made a 1,000-lesson store answer uncovered errors more often).
+The features are the ones the service computes (recorded from its own calls to ranking.confidence, so the fit sees
+exactly what ships): score, margin over the best rival (a lesson that does not give the same fix), whether the
+lesson explains the query's rarest word, whether it names the query's error class, ln(store size). Model: logistic
+regression by gradient descent (no numpy in the default install), with the weight of ln(store size) kept at or
+below zero: more lessons are more chances of a near miss, never a reason for more confidence (unconstrained, the
+four fitting stores' sizes, 50 to 450 lessons, gave it a positive weight, which made a 1,000-lesson store answer
+uncovered errors more often).
 Cut: the confidence that maximises right answers minus WRONG_COST x wrong ones over the fitting rows, with the
 negatives weighted to make up NEGATIVE_SHARE of the queries (the share harvested-lessons.json alone has), so that
 harvesting more negatives makes the fit surer, not the cut stricter: a confident wrong lesson costs the user

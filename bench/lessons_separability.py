@@ -3,7 +3,7 @@
     .venv/bin/python bench/lessons_separability.py
 
 For every issue-8 condition, in process, each query is asked with abstention off and the top answer's features are
-recorded (the ones ranking.confident sees: score, margin over the runner-up, the three clues, query coverage,
+recorded (the ones ranking.confident sees: score, margin over the best rival, the three clues, query coverage,
 ln store size). It prints, per condition and tool:
 - rank: top-1 with abstention off (what ranking alone finds);
 - shipped: top-1 with the shipped confidence model and cuts, and the share of negatives answered;

@@ -70,18 +70,19 @@ W_DICE = 0.10
 # unrelated errors through in a large store and cut right matches to differently worded lessons. The cut keeps a
 # match when that maximises right answers minus twice the wrong ones over the fitting data (its errors no lesson
 # covers weighted to a quarter of the queries); the weight of ln size is held at or below zero.
-# Weights of (score, margin, rarest words explained, names the class, message coverage, query coverage, ln size),
-# then the intercept:
-FIND_CONFIDENCE = (1.613, 3.223, 1.63, -0.193, 2.217, 2.565, -0.109, -4.602)
-RECOMMEND_CONFIDENCE = (2.139, 2.752, 1.347, -1.093, 3.202, 2.306, -0.033, -4.361)
-FIND_MIN_CONFIDENCE = 0.31
-RECOMMEND_MIN_CONFIDENCE = 0.62
+# Weights of (score, margin over the best rival (see `margins`), rarest words explained, names the class,
+# message coverage, query coverage, ln size), then the intercept:
+FIND_CONFIDENCE = (1.269, 4.73, 1.48, -0.138, 1.642, 2.226, -0.128, -4.151)
+RECOMMEND_CONFIDENCE = (1.539, 4.117, 1.132, -0.996, 2.411, 2.01, -0.083, -3.835)
+FIND_MIN_CONFIDENCE = 0.43
+RECOMMEND_MIN_CONFIDENCE = 0.5
 # Score floors: the model is not trusted below the lowest score a right fitting answer had.
 FIND_THRESHOLD = 0.3
 RECOMMEND_THRESHOLD = 0.25
 RAREST_WORDS = 3  # the query's rarest words, which a right lesson explains (clues)
 SLOT_WEIGHT = 0.5  # of a slot's rarity (a quoted or file name), in the query's mass (see LessonIndex.prepare)
 UNKNOWN_WORD_WEIGHT = 0.5  # of a unique word's rarity, for a query word no lesson has
+SAME_FIX = 0.8  # idf-weighted Jaccard of two lessons' explanations past which they give the same fix (same_fix)
 RELATIVE_CUTOFF = 0.6  # results scoring under this share of the best one are dropped
 IDENTITY_CONFLICT = 0.75  # of a match's score, when the query and the lesson name different errors
 CANDIDATES = 48
@@ -174,25 +175,56 @@ def confidence(weights: tuple[float, ...], features: tuple[float, ...]) -> float
 
 
 def confident(
-    rows: list[tuple[float, tuple[float, ...]]], size: int, weights: tuple[float, ...], cut: float, floor: float
+    rows: list[tuple[float, tuple[float, ...]]],
+    size: int,
+    weights: tuple[float, ...],
+    cut: float,
+    floor: float,
+    same_fix: Callable[[int, int], bool],
 ) -> list[float | None]:
     """For each (score, clues) of a call's candidates, its confidence (`confidence` of the score, its margin over
-    the best other, the clues and ln store size), or None when under the cut or the score under the floor."""
+    its best rival, the clues and ln store size), or None when under the cut, the score under the floor, or under
+    RELATIVE_CUTOFF of the best candidate's score (which `best_first` drops whenever the best is answered).
+    `same_fix(i, j)`: whether candidates i and j give the same fix (see `margins`)."""
     log_size = math.log(max(size, 1))
+    scores = [row[0] for row in rows]
+    line = max(floor, RELATIVE_CUTOFF * max(scores, default=0.0))
     chances: list[float | None] = []
-    for (score, signs), margin in zip(rows, margins([row[0] for row in rows]), strict=True):
-        chance = confidence(weights, (score, margin, *signs, log_size))
-        chances.append(chance if chance >= cut and score >= floor else None)
+    for (score, signs), margin in zip(rows, margins(scores, same_fix, line), strict=True):
+        chance = confidence(weights, (score, margin, *signs, log_size)) if score >= line else None
+        chances.append(chance if chance is not None and chance >= cut else None)
     return chances
 
 
-def margins(scores: list[float]) -> list[float]:
-    """Each score's margin over the best other one (the best's over the runner-up; the others' negative)."""
-    if not scores:
-        return []
-    top = max(scores)
-    runner_up = sorted(scores, reverse=True)[1] if len(scores) > 1 else 0.0
-    return [score - (runner_up if score == top else top) for score in scores]
+def margins(scores: list[float], same_fix: Callable[[int, int], bool], line: float = 0.0) -> list[float]:
+    """Each score's margin over its best rival: the best-scoring candidate that does not give the same fix
+    (negative when a rival scores higher). Two lessons that explain an error alike (an assistant's summary and the
+    raw line it was written for, or two wordings of one lesson) are not rivals: choosing between them changes
+    nothing for the user, and measured against each other they made a right answer look unsure.
+
+    The candidates scoring at least `line` (the ones that can be answered) are grouped in score order, each with
+    the first group whose best member gives the same fix; a candidate's rival is the best outside its group.
+    The others' margins are over the best score, as any other candidate's would be."""
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    leaders: list[int] = []  # each group's best member, best group first
+    group_of: dict[int, int] = {}
+    for i in order:
+        if scores[i] < line:
+            break
+        group = next((g for g, leader in enumerate(leaders) if same_fix(i, leader)), None)
+        if group is None:
+            group = len(leaders)
+            leaders.append(i)
+        group_of[i] = group
+    # The best score outside the first group: the second group's leader, or the first candidate left ungrouped.
+    outside_first = [scores[leaders[1]]] if len(leaders) > 1 else []
+    outside_first.extend(scores[i] for i in order[len(group_of) : len(group_of) + 1])
+    best_outside_first = max(outside_first, default=0.0)
+    top = scores[order[0]] if order else 0.0
+    return [
+        score - (best_outside_first if group_of.get(i) == 0 else top) if i in group_of else score - top
+        for i, score in enumerate(scores)
+    ]
 
 
 def combined_score(relevance: float, statistic: float) -> float:
@@ -214,6 +246,7 @@ class IndexedLesson:
     message_identity: frozenset[str] = frozenset()
     all_identity: frozenset[str] = frozenset()
     twin_key: str = ""  # signature.twin_key of the message: a new lesson with the same one is its twin
+    explanation_evidence: frozenset[str] = frozenset()  # evidence of the observations and verification steps
 
 
 def lesson_text(record: dict[str, Any]) -> str:
@@ -266,6 +299,7 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         all_identity=identity_words(text),
         # A message too short to say which error it is (one word) has no twin.
         twin_key=twin_key(message) if len(message_words) >= 2 else "",
+        explanation_evidence=explained,
     )
 
 
@@ -305,6 +339,7 @@ def lesson_to_cache(lesson: IndexedLesson) -> dict[str, Any]:
         "message_identity": sorted(lesson.message_identity),
         "all_identity": sorted(lesson.all_identity),
         "twin_key": lesson.twin_key,
+        "explanation_evidence": sorted(lesson.explanation_evidence),
     }
 
 
@@ -320,6 +355,7 @@ def lesson_from_cache(name: str, value: dict[str, Any]) -> IndexedLesson:
         message_identity=frozenset(value["message_identity"]),
         all_identity=frozenset(value["all_identity"]),
         twin_key=str(value["twin_key"]),
+        explanation_evidence=frozenset(value["explanation_evidence"]),
     )
 
 
@@ -387,6 +423,7 @@ class LessonIndex:
         # Rarity changes whenever a lesson comes or goes; between changes it is computed once per word.
         self._idf: dict[str, float] = {}
         self._message_mass: dict[str, float] = {}
+        self._explanation_mass: dict[str, float] = {}
         self._prepared: dict[str, tuple[tuple[Any, ...], IndexedLesson]] = {}
         # Signatures read from the side cache (name -> (fields hash, value)), and those this process made, to save.
         self.cached: dict[str, tuple[str, Any]] = {}
@@ -415,6 +452,7 @@ class LessonIndex:
             self._twins.setdefault(indexed.twin_key, set()).add(indexed.name)
         self._idf.clear()
         self._message_mass.clear()
+        self._explanation_mass.clear()
         for word in indexed.all_evidence:
             self._document_frequency[word] += 1
             self._holders.setdefault(word, set()).add(indexed.name)
@@ -454,6 +492,7 @@ class LessonIndex:
                 del self._twins[old.twin_key]
         self._idf.clear()
         self._message_mass.clear()
+        self._explanation_mass.clear()
         for word in old.all_evidence:
             self._document_frequency[word] -= 1
             if self._document_frequency[word] <= 0:
@@ -479,6 +518,23 @@ class LessonIndex:
         if value is None:
             value = math.log((len(self.lessons) + 1) / (self._document_frequency.get(word, 0) + 0.5))
             self._idf[word] = value
+        return value
+
+    def same_fix(self, first: IndexedLesson, second: IndexedLesson) -> bool:
+        """Whether two lessons explain an error alike: the idf-weighted Jaccard overlap of their explanations'
+        evidence is at least SAME_FIX. Lessons that explain nothing are rivals of every other."""
+        mass_a, mass_b = self.explanation_mass(first), self.explanation_mass(second)
+        # The overlap is at most the smaller mass over the larger: most pairs are told apart by their masses.
+        if not mass_a or not mass_b or min(mass_a, mass_b) < SAME_FIX * max(mass_a, mass_b):
+            return False
+        small, large = sorted((first.explanation_evidence, second.explanation_evidence), key=len)
+        shared = sum(self.idf(word) for word in small if word in large)
+        return shared >= SAME_FIX * (mass_a + mass_b - shared)
+
+    def explanation_mass(self, lesson: IndexedLesson) -> float:
+        value = self._explanation_mass.get(lesson.name)
+        if value is None:
+            value = self._explanation_mass[lesson.name] = sum(self.idf(w) for w in lesson.explanation_evidence)
         return value
 
     def message_mass(self, lesson: IndexedLesson) -> float:

@@ -449,7 +449,12 @@ class LessonService:
             # Abstention by fitted confidence (see ranking.FIND_CONFIDENCE) above the score floor the model was
             # fitted over (below it the model would extrapolate).
             chances = confident(
-                [(s[0], s[3]) for s in scored], size, FIND_CONFIDENCE, FIND_MIN_CONFIDENCE, FIND_THRESHOLD
+                [(s[0], s[3]) for s in scored],
+                size,
+                FIND_CONFIDENCE,
+                FIND_MIN_CONFIDENCE,
+                FIND_THRESHOLD,
+                lambda i, j: index.same_fix(index.lessons[scored[i][2]], index.lessons[scored[j][2]]),
             )
             sure = [
                 (score, statistic, name, chance)
@@ -536,12 +541,14 @@ class LessonService:
     def _sure(self, ranked: list[Ranked]) -> list[tuple[float, float, float, str, str, float]]:
         """Recommendations confident enough to return, each with its confidence (from its relevance, its margin
         over the best other relevance, its clues and the store size; see ranking.RECOMMEND_CONFIDENCE)."""
+        index = self.index
         chances = confident(
             [(r[1], r[5]) for r in ranked],
-            len(self.index.lessons),
+            len(index.lessons),
             RECOMMEND_CONFIDENCE,
             RECOMMEND_MIN_CONFIDENCE,
             RECOMMEND_THRESHOLD,
+            lambda i, j: index.same_fix(index.lessons[ranked[i][3]], index.lessons[ranked[j][3]]),
         )
         return [
             (score, relevance, statistic, name, line, chance)

@@ -35,12 +35,12 @@ def corpus() -> dict:
 
 def test_dev_set_in_process(corpus: dict) -> None:
     """errors-dev.json, 26 lessons. Issue-8 bar 0.99 / 0.97, not met since the confidence model was fitted on
-    harvested errors: 0.981 / 0.934 (it abstains on weak right matches, while unrelated errors went from 26% / 52%
-    answered to 6% / 4%). The floors guard those figures."""
+    harvested errors: 0.972 / 0.953 (it abstains on weak right matches, while unrelated errors went from 26% / 52%
+    answered to 2% / 4%). The floors guard those figures."""
     result = load_quality_module().evaluate(corpus)
-    assert result["find_top1"] >= 0.98, result
-    assert result["rec_top1"] >= 0.93, result
-    assert result["find_mrr"] >= 0.98 and result["rec_mrr"] >= 0.93, result
+    assert result["find_top1"] >= 0.97, result
+    assert result["rec_top1"] >= 0.95, result
+    assert result["find_mrr"] >= 0.97 and result["rec_mrr"] >= 0.95, result
 
 
 @pytest.mark.slow
@@ -79,7 +79,7 @@ EXTENDED = [
         ["errors-dev-authored.json", "distractors-dev.json"],
         "errors-dev-authored.json",
         "__B",
-        (0.90, 0.78),
+        (0.86, 0.80),
         (0.92, 0.92),
     ),
     # Recommendations from summaries alone mostly abstain: their relevance is low next to the raw near misses the
@@ -89,10 +89,10 @@ EXTENDED = [
         ["errors-dev-authored-A.json", "distractors-dev.json"],
         "errors-dev-authored-A.json",
         None,
-        (0.45, 0.09),
+        (0.38, 0.07),
         (0.80, 0.80),
     ),
-    ("querytypes", ["errors-dev-querytypes.json"], "errors-dev-querytypes.json", None, (0.98, 0.93), (0.98, 0.98)),
+    ("querytypes", ["errors-dev-querytypes.json"], "errors-dev-querytypes.json", None, (0.97, 0.95), (0.98, 0.98)),
 ]
 
 
@@ -137,9 +137,9 @@ def test_extended_sets_hold_their_measured_floors(case: tuple) -> None:
 @pytest.mark.slow
 def test_uncovered_errors_are_answered_less_often_than_measured() -> None:
     """negatives-dev.json: issue-8 bar <= 0.10 for both tools. Measured with the confidence model fitted on harvested
-    errors: 0.14 / 0.08 against the dev lessons and distractors (was 0.80 / 0.74), 0.06 / 0.04 against the 26 dev
-    lessons alone (was 0.26 / 0.52)."""
+    errors: 0.06 / 0.06 against the dev lessons and distractors (was 0.80 / 0.74), 0.02 / 0.04 against the 26 dev
+    lessons alone (was 0.26 / 0.52). Both are within the bar."""
     _, _, find, rec = top1_rates(["errors-dev.json", "distractors-dev.json"], "negatives-dev.json", None)
-    assert find <= 0.14 and rec <= 0.08, (find, rec)
+    assert find <= 0.06 and rec <= 0.06, (find, rec)
     _, _, find, rec = top1_rates(["errors-dev.json"], "negatives-dev.json", None)
-    assert find <= 0.06 and rec <= 0.04, (find, rec)
+    assert find <= 0.02 and rec <= 0.04, (find, rec)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lessons.ranking import (
     RECENCY_DECAY,
     LessonIndex,
     combined_score,
     error_lines,
+    margins,
     query_of,
     same_type,
     success_statistic,
@@ -100,6 +103,31 @@ def test_a_quoted_builtin_the_lesson_explains_is_evidence_but_a_user_name_is_not
 
     assert best("NameError: name 'unicode' is not defined") == "PY2_PRINT"
     assert best("NameError: name 'totl' is not defined") == "TYPO"
+
+
+def test_lessons_that_give_the_same_fix_are_not_rivals() -> None:
+    """A raw error line and an assistant's summary of it, with the same explanation, are one answer: the margin of
+    the best of them is taken over the next lesson that explains something else."""
+    fix = ["A dict was indexed with a key it does not contain.", "Fix: use d.get(key) or check 'key in d' first."]
+    index = LessonIndex()
+    index.put(lesson("RAW", "KeyError: 'database'", fix))
+    index.put(lesson("SUMMARY", "The deploy script crashed: config.yaml has no database section", fix))
+    index.put(lesson("OTHER", "IndexError: list index out of range", ["A list was read past its end."]))
+    raw, summary, other = (index.lessons[name] for name in ("RAW", "SUMMARY", "OTHER"))
+    assert index.same_fix(raw, summary) and index.same_fix(summary, raw)
+    assert not index.same_fix(raw, other)
+    candidates = [raw, summary, other]
+
+    def same(i: int, j: int) -> bool:
+        return index.same_fix(candidates[i], candidates[j])
+
+    assert margins([0.8, 0.78, 0.5], same) == pytest.approx([0.3, 0.28, -0.3])
+    # Without the summary's explanation they are rivals again, and the top is hardly ahead.
+    assert margins([0.8, 0.78, 0.5], lambda i, j: False) == pytest.approx([0.02, -0.02, -0.3])
+    # Under the line (what can be answered) candidates are not grouped: each is a rival, and its margin is the
+    # distance to the best.
+    assert margins([0.8, 0.2], same, line=0.3) == pytest.approx([0.6, -0.6])
+    assert margins([0.8], same) == pytest.approx([0.8])
 
 
 def test_error_types_compare_by_stem() -> None:
