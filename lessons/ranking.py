@@ -436,6 +436,14 @@ class LessonIndex:
         self._prepared[record["name"]] = (_indexed_fields(record), indexed)
         return indexed
 
+    def prepare_changed(self, before: dict[str, Any], after: dict[str, Any]) -> bool:
+        """prepare_record(after), unless it indexes the same fields as `before` (put() then reuses the signature it
+        holds): whether it was prepared."""
+        if _indexed_fields(after) == _indexed_fields(before):
+            return False
+        self.prepare_record(after)
+        return True
+
     def forget_prepared(self, name: str) -> None:
         self._prepared.pop(name, None)
 

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -151,6 +151,27 @@ def merge_twin(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def changed_lesson(record: dict[str, Any], changes: LessonChanges) -> dict[str, Any]:
+    """The lesson with update_lesson's changes applied (its name, counts and creation time kept)."""
+    updated = dict(record)
+    if changes.errorPattern is not None:
+        updated["errorPattern"] = changes.errorPattern.model_dump(exclude_none=True)
+    if changes.observations is not None:
+        updated["observations"] = list(dict.fromkeys(changes.observations))
+    if changes.addObservations:
+        updated["observations"] = list(dict.fromkeys([*(updated.get("observations") or []), *changes.addObservations]))
+    if changes.verificationSteps is not None:
+        updated["verificationSteps"] = [step.model_dump() for step in changes.verificationSteps]
+    if changes.aliases is not None:
+        updated["aliases"] = list(dict.fromkeys(changes.aliases))[-MAX_ALIASES:]
+    meta = complete_metadata(record)
+    if changes.severity is not None:
+        meta["severity"] = changes.severity
+    meta["updatedAt"] = utc_now()
+    updated["metadata"] = meta
+    return updated
+
+
 class EntityTypes(Protocol):
     """What lessons need to know of the graph: whether a name is taken, and by what type of entity."""
 
@@ -271,22 +292,71 @@ class LessonService:
         steps = [step.model_dump() for step in lesson.verificationSteps]
         # Reading the error text costs time linear in it (a 1 MB message, a large part of a second): done here,
         # before the lock, rather than when the committed record reaches the index under it.
-        prepared = self.index.prepare_record(
-            {"name": lesson.name, "observations": observations, "errorPattern": pattern, "verificationSteps": steps}
-        )
+        record = self._new_record(lesson, observations, pattern, steps)
+        prepared = self.index.prepare_record(record)
+        # A merge into a twin is indexed ahead too (the twin's text and the new one's together).
+        ahead = self._index_ahead(self._twin_guess(prepared), lambda current: merge_twin(current, record))
         try:
-            return self._create(lesson, observations, pattern, steps, prepared)
+            return self._create(lesson, record, prepared)
         finally:
             self.index.forget_prepared(lesson.name)
+            if ahead is not None:
+                self.index.forget_prepared(ahead)
 
-    def _create(
-        self,
-        lesson: LessonInput,
-        observations: list[str],
-        pattern: dict[str, Any],
-        steps: list[dict[str, Any]],
-        prepared: IndexedLesson,
-    ) -> CreatedLesson:
+    def _new_record(
+        self, lesson: LessonInput, observations: list[str], pattern: dict[str, Any], steps: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        given = lesson.metadata
+        now = utc_now()
+        successes = given.successCount if given.successCount is not None else round(given.successRate * given.frequency)
+        rate = (
+            given.successRate if given.successCount is None else successes / given.frequency if given.frequency else 0.0
+        )
+        return {
+            "type": "entity",
+            "name": lesson.name,
+            "entityType": "lesson",
+            "observations": observations,
+            "errorPattern": pattern,
+            "verificationSteps": steps,
+            "metadata": {
+                "severity": given.severity,
+                "environment": given.environment.model_dump(exclude_none=True),
+                "createdAt": iso(given.createdAt) or now,
+                "updatedAt": iso(given.updatedAt) or iso(given.createdAt) or now,
+                "frequency": given.frequency,
+                "successCount": successes,
+                "successRate": rate,
+                "recentSuccesses": float(successes),
+                "recentAttempts": float(given.frequency),
+                **({"project": self.project} if self.project else {}),
+            },
+        }
+
+    def _twin_of(self, prepared: IndexedLesson) -> str | None:
+        """The stored lesson a new one (its signature) would duplicate. A twin from another project (or from none,
+        for a project's server) stays apart: each project prefers its own lesson at equal relevance."""
+        return next((n for n in self.index.twins(prepared) if self._project_of(n) == self.project), None)
+
+    def _twin_guess(self, prepared: IndexedLesson) -> str | None:
+        """`_twin_of` without the store held: a guess for `_index_ahead` (the index may change meanwhile)."""
+        try:
+            return self._twin_of(prepared)
+        except (RuntimeError, KeyError):  # a set or dict changed size, or a lesson went, while it was read
+            return None
+
+    def _index_ahead(self, name: str | None, change: Callable[[dict[str, Any]], dict[str, Any]]) -> str | None:
+        """Index, before the store is held, what `change` will make of the lesson `name` as it stands: reading a
+        lesson's text costs time linear in it (a second for a 200 KB message), and while the lock is held every
+        other client waits. It is a guess from the records as they are now (another call may change them first):
+        put() takes it only when the record committed has the same indexed fields, and otherwise indexes that
+        record itself. The name prepared, to forget once the call is done."""
+        record = self.records.get(name) if name is not None else None
+        if record is None or name is None:
+            return None
+        return name if self.index.prepare_changed(record, change(record)) else None
+
+    def _create(self, lesson: LessonInput, record: dict[str, Any], prepared: IndexedLesson) -> CreatedLesson:
         with self.store.transaction() as tx:
             existing = self.names.entity_type(lesson.name)
             if existing is not None:
@@ -294,42 +364,7 @@ class LessonService:
                     f'the name "{lesson.name}" is already used by an entity of type "{existing}"; '
                     "names are unique across entities and lessons. Choose another name, or delete_entities it first."
                 )
-            given = lesson.metadata
-            now = utc_now()
-            successes = (
-                given.successCount if given.successCount is not None else round(given.successRate * given.frequency)
-            )
-            rate = (
-                given.successRate
-                if given.successCount is None
-                else successes / given.frequency
-                if given.frequency
-                else 0.0
-            )
-            record: dict[str, Any] = {
-                "type": "entity",
-                "name": lesson.name,
-                "entityType": "lesson",
-                "observations": observations,
-                "errorPattern": pattern,
-                "verificationSteps": steps,
-                "metadata": {
-                    "severity": given.severity,
-                    "environment": given.environment.model_dump(exclude_none=True),
-                    "createdAt": iso(given.createdAt) or now,
-                    "updatedAt": iso(given.updatedAt) or iso(given.createdAt) or now,
-                    "frequency": given.frequency,
-                    "successCount": successes,
-                    "successRate": rate,
-                    "recentSuccesses": float(successes),
-                    "recentAttempts": float(given.frequency),
-                    **({"project": self.project} if self.project else {}),
-                },
-            }
-            twins = self.index.twins(prepared)
-            # A twin from another project (or from none, for a project's server) stays apart: each project prefers
-            # its own lesson at equal relevance.
-            twin = next((n for n in twins if self._project_of(n) == self.project), None)
+            twin = self._twin_of(prepared)
             if twin is not None and lesson.name in (self.records[twin].get("mergedNames") or ()):
                 # The same call again (a client retrying): merged once, counted once.
                 return CreatedLesson(
@@ -362,33 +397,22 @@ class LessonService:
                 "nothing to change: send at least one of errorPattern, observations, addObservations, "
                 "verificationSteps, severity, aliases"
             )
-        with self.store.transaction() as tx:
-            name = self._resolve(changes.name)
-            record = self.records.get(name) if name is not None else None
-            if record is not None and name is not None:
-                updated = dict(record)
-                if changes.errorPattern is not None:
-                    updated["errorPattern"] = changes.errorPattern.model_dump(exclude_none=True)
-                    self.lookups.forget(name)  # a lookup of the old error teaches the new pattern nothing
-                if changes.observations is not None:
-                    updated["observations"] = list(dict.fromkeys(changes.observations))
-                if changes.addObservations:
-                    updated["observations"] = list(
-                        dict.fromkeys([*(updated.get("observations") or []), *changes.addObservations])
-                    )
-                if changes.verificationSteps is not None:
-                    updated["verificationSteps"] = [step.model_dump() for step in changes.verificationSteps]
-                if changes.aliases is not None:
-                    updated["aliases"] = list(dict.fromkeys(changes.aliases))[-MAX_ALIASES:]
-                meta = complete_metadata(record)
-                if changes.severity is not None:
-                    meta["severity"] = changes.severity
-                meta["updatedAt"] = utc_now()
-                updated["metadata"] = meta
-                answer = lesson_of(updated)
-                tx.upsert(LESSONS, updated)
-                return answer
-            other = self.names.entity_type(changes.name)
+        ahead = self._index_ahead(changes.name, lambda record: changed_lesson(record, changes))
+        try:
+            with self.store.transaction() as tx:
+                name = self._resolve(changes.name)
+                record = self.records.get(name) if name is not None else None
+                if record is not None and name is not None:
+                    if changes.errorPattern is not None:
+                        self.lookups.forget(name)  # a lookup of the old error teaches the new pattern nothing
+                    updated = changed_lesson(record, changes)
+                    answer = lesson_of(updated)
+                    tx.upsert(LESSONS, updated)
+                    return answer
+                other = self.names.entity_type(changes.name)
+        finally:
+            if ahead is not None:
+                self.index.forget_prepared(ahead)
         raise self._unknown_lesson(changes.name, other)
 
     def _resolve(self, name: str) -> str | None:
@@ -400,29 +424,37 @@ class LessonService:
             return None
         return next((n for n, r in self.records.items() if name in (r.get("mergedNames") or ())), None)
 
+    def _with_outcome(self, record: dict[str, Any], success: bool) -> dict[str, Any]:
+        """The lesson with one more attempt counted, and after a success the wording that found it (and that it
+        fixed) as an alias: the next error worded like it finds it."""
+        meta = complete_metadata(record)
+        meta["frequency"] += 1
+        meta["successCount"] += int(success)
+        meta["successRate"] = meta["successCount"] / meta["frequency"]
+        meta["recentSuccesses"] = meta["recentSuccesses"] * RECENCY_DECAY + int(success)
+        meta["recentAttempts"] = meta["recentAttempts"] * RECENCY_DECAY + 1
+        meta["updatedAt"] = utc_now()
+        updated = {**record, "metadata": meta}
+        learned = self.lookups.wording_for(record["name"]) if success else None
+        return with_alias(updated, learned) if learned is not None else updated
+
     def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:
-        with self.store.transaction() as tx:
-            name = self._resolve(report.lessonName)
-            record = self.records.get(name) if name is not None else None
-            if record is not None and name is not None:
-                meta = complete_metadata(record)
-                meta["frequency"] += 1
-                meta["successCount"] += int(report.success)
-                meta["successRate"] = meta["successCount"] / meta["frequency"]
-                meta["recentSuccesses"] = meta["recentSuccesses"] * RECENCY_DECAY + int(report.success)
-                meta["recentAttempts"] = meta["recentAttempts"] * RECENCY_DECAY + 1
-                meta["updatedAt"] = utc_now()
-                updated = {**record, "metadata": meta}
-                if report.success:
-                    # The wording that found this lesson and that it fixed: the next error worded like it finds it.
-                    learned = self.lookups.wording_for(name)
-                    if learned is not None:
-                        updated = with_alias(updated, learned)
-                # The answer is made before the commit: nothing may fail once the attempt is counted.
-                answer = UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
-                tx.upsert(LESSONS, updated)
-                return answer
-            other = self.names.entity_type(report.lessonName)
+        # Only a new alias changes what is indexed (counts are not read by the index).
+        ahead = self._index_ahead(report.lessonName, lambda record: self._with_outcome(record, report.success))
+        try:
+            with self.store.transaction() as tx:
+                name = self._resolve(report.lessonName)
+                record = self.records.get(name) if name is not None else None
+                if record is not None and name is not None:
+                    updated = self._with_outcome(record, report.success)
+                    # The answer is made before the commit: nothing may fail once the attempt is counted.
+                    answer = UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
+                    tx.upsert(LESSONS, updated)
+                    return answer
+                other = self.names.entity_type(report.lessonName)
+        finally:
+            if ahead is not None:
+                self.index.forget_prepared(ahead)
         # Nothing was changed; the "did you mean" is looked for with the lock released.
         raise self._unknown_lesson(report.lessonName, other)
 

@@ -26,7 +26,7 @@ from mcp import Client
 from mcp.types import TextContent
 
 from lessons import ranking, service, signature
-from lessons.model import ErrorQuery, LessonInput, SuccessReport
+from lessons.model import ErrorQuery, LessonChanges, LessonInput, SuccessReport
 from memory_graph.app import Services, services_for_folder
 from memory_graph.config import Settings
 from memory_graph.errors import InvalidInputError, NotFoundError
@@ -282,6 +282,21 @@ def test_error_text_is_read_before_the_store_is_held(tmp_path: Path, monkeypatch
     services.lessons.get_lesson_recommendations(text)
     with pytest.raises(NotFoundError, match='Did you mean "HOSTILE"'):
         services.lessons.update_lesson_success(SuccessReport(lessonName="HOSTLE", success=True))
+    # A change to a stored lesson's text is indexed before the lock too: a merge into a twin, update_lesson, and
+    # the alias a success teaches.
+    message = f"ValueError: the record is not valid: {text}"
+    for name in ("LONG", "LONG_AGAIN"):
+        created = services.lessons.create_lesson(
+            LessonInput.model_validate(
+                {"name": name, "errorPattern": {"type": "runtime", "message": message}, "observations": [name]}
+            )
+        )
+    assert created.merged and created.name == "LONG"
+    services.lessons.update_lesson(LessonChanges(name="LONG", addObservations=[text]))
+    found = services.lessons.find_similar_errors(ErrorQuery(message=f"ValueError: the record is not valid: {text}!"))
+    assert found.matches[0].name == "LONG"
+    updated = services.lessons.update_lesson_success(SuccessReport(lessonName="LONG", success=True))
+    assert updated.lesson.aliases, "the lookup's wording was not learned"
     assert slow_under_lock == []
 
 
