@@ -13,7 +13,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -295,13 +296,11 @@ class LessonService:
         record = self._new_record(lesson, observations, pattern, steps)
         prepared = self.index.prepare_record(record)
         # A merge into a twin is indexed ahead too (the twin's text and the new one's together).
-        ahead = self._index_ahead(self._twin_guess(prepared), lambda current: merge_twin(current, record))
         try:
-            return self._create(lesson, record, prepared)
+            with self._indexed_ahead(self._twin_guess(prepared), lambda current: merge_twin(current, record)):
+                return self._create(lesson, record, prepared)
         finally:
             self.index.forget_prepared(lesson.name)
-            if ahead is not None:
-                self.index.forget_prepared(ahead)
 
     def _new_record(
         self, lesson: LessonInput, observations: list[str], pattern: dict[str, Any], steps: list[dict[str, Any]]
@@ -345,16 +344,20 @@ class LessonService:
         except (RuntimeError, KeyError):  # a set or dict changed size, or a lesson went, while it was read
             return None
 
-    def _index_ahead(self, name: str | None, change: Callable[[dict[str, Any]], dict[str, Any]]) -> str | None:
-        """Index, before the store is held, what `change` will make of the lesson `name` as it stands: reading a
-        lesson's text costs time linear in it (a second for a 200 KB message), and while the lock is held every
-        other client waits. It is a guess from the records as they are now (another call may change them first):
-        put() takes it only when the record committed has the same indexed fields, and otherwise indexes that
-        record itself. The name prepared, to forget once the call is done."""
+    @contextmanager
+    def _indexed_ahead(self, name: str | None, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Iterator[None]:
+        """For the call inside: index, before the store is held, what `change` will make of the lesson `name` as it
+        stands (reading a lesson's text costs time linear in it, a second for a 200 KB message, and while the lock
+        is held every other client waits), and forget it after. It is a guess from the records as they are now
+        (another call may change them first): put() takes it only when the record committed has the same indexed
+        fields, and otherwise indexes that record itself."""
         record = self.records.get(name) if name is not None else None
-        if record is None or name is None:
-            return None
-        return name if self.index.prepare_changed(record, change(record)) else None
+        prepared = record is not None and self.index.prepare_changed(record, change(record))
+        try:
+            yield
+        finally:
+            if prepared and name is not None:
+                self.index.forget_prepared(name)
 
     def _create(self, lesson: LessonInput, record: dict[str, Any], prepared: IndexedLesson) -> CreatedLesson:
         with self.store.transaction() as tx:
@@ -397,22 +400,20 @@ class LessonService:
                 "nothing to change: send at least one of errorPattern, observations, addObservations, "
                 "verificationSteps, severity, aliases"
             )
-        ahead = self._index_ahead(changes.name, lambda record: changed_lesson(record, changes))
-        try:
-            with self.store.transaction() as tx:
-                name = self._resolve(changes.name)
-                record = self.records.get(name) if name is not None else None
-                if record is not None and name is not None:
-                    if changes.errorPattern is not None:
-                        self.lookups.forget(name)  # a lookup of the old error teaches the new pattern nothing
-                    updated = changed_lesson(record, changes)
-                    answer = lesson_of(updated)
-                    tx.upsert(LESSONS, updated)
-                    return answer
-                other = self.names.entity_type(changes.name)
-        finally:
-            if ahead is not None:
-                self.index.forget_prepared(ahead)
+        with (
+            self._indexed_ahead(changes.name, lambda record: changed_lesson(record, changes)),
+            self.store.transaction() as tx,
+        ):
+            name = self._resolve(changes.name)
+            record = self.records.get(name) if name is not None else None
+            if record is not None and name is not None:
+                if changes.errorPattern is not None:
+                    self.lookups.forget(name)  # a lookup of the old error teaches the new pattern nothing
+                updated = changed_lesson(record, changes)
+                answer = lesson_of(updated)
+                tx.upsert(LESSONS, updated)
+                return answer
+            other = self.names.entity_type(changes.name)
         raise self._unknown_lesson(changes.name, other)
 
     def _resolve(self, name: str) -> str | None:
@@ -440,21 +441,19 @@ class LessonService:
 
     def update_lesson_success(self, report: SuccessReport) -> UpdatedLesson:
         # Only a new alias changes what is indexed (counts are not read by the index).
-        ahead = self._index_ahead(report.lessonName, lambda record: self._with_outcome(record, report.success))
-        try:
-            with self.store.transaction() as tx:
-                name = self._resolve(report.lessonName)
-                record = self.records.get(name) if name is not None else None
-                if record is not None and name is not None:
-                    updated = self._with_outcome(record, report.success)
-                    # The answer is made before the commit: nothing may fail once the attempt is counted.
-                    answer = UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
-                    tx.upsert(LESSONS, updated)
-                    return answer
-                other = self.names.entity_type(report.lessonName)
-        finally:
-            if ahead is not None:
-                self.index.forget_prepared(ahead)
+        with (
+            self._indexed_ahead(report.lessonName, lambda record: self._with_outcome(record, report.success)),
+            self.store.transaction() as tx,
+        ):
+            name = self._resolve(report.lessonName)
+            record = self.records.get(name) if name is not None else None
+            if record is not None and name is not None:
+                updated = self._with_outcome(record, report.success)
+                # The answer is made before the commit: nothing may fail once the attempt is counted.
+                answer = UpdatedLesson(lesson=lesson_of(updated), successStatistic=statistic_of(updated))
+                tx.upsert(LESSONS, updated)
+                return answer
+            other = self.names.entity_type(report.lessonName)
         # Nothing was changed; the "did you mean" is looked for with the lock released.
         raise self._unknown_lesson(report.lessonName, other)
 
