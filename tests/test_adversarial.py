@@ -38,6 +38,7 @@ KB = 1024
 MB = 1024 * KB
 LONG = 200 * KB
 LONG_BOUND = 2.0  # seconds for one call on LONG characters
+HOSTILE_OVER_ORDINARY = 20  # create_lesson on hostile text, at most this many times the same on ordinary text
 CONTEXT_BOUND = 6.0  # seconds for get_lesson_recommendations on a 1 MB context
 SCALING_LIMIT = 8.0  # 4x the text: about 4x the time when linear, 16x when quadratic
 
@@ -218,11 +219,19 @@ def test_recommendations_are_fast_on_a_1_mb_context(services: Services, kind: st
 
 def test_a_hostile_lesson_costs_little_to_create_reload_and_match_against(tmp_path: Path) -> None:
     services = open_with_lessons(tmp_path)
+
+    def lesson_of_text(name: str, text: str) -> LessonInput:
+        return LessonInput.model_validate(
+            {"name": name, "errorPattern": {"type": "runtime", "message": text}, "observations": [text[-32 * KB :]]}
+        )
+
+    # Measured against the same call on ordinary text of the same length, on this machine now: a loaded CI
+    # machine took 3 s where a quiet one takes 1.3 s, while the quadratic code took minutes.
+    benign = " ".join(f"request{i % 997} failed on server{i % 89}" for i in range(LONG // 30))[:LONG]
+    ordinary, _ = timed(services.lessons.create_lesson, lesson_of_text("ORDINARY", benign))
     text = hostile("dotted", LONG)
-    lesson = LessonInput.model_validate(
-        {"name": "HOSTILE", "errorPattern": {"type": "runtime", "message": text}, "observations": [text[-32 * KB :]]}
-    )
-    within(LONG_BOUND, "create_lesson(hostile)", services.lessons.create_lesson, lesson)
+    bound = max(LONG_BOUND, HOSTILE_OVER_ORDINARY * ordinary)
+    within(bound, "create_lesson(hostile)", services.lessons.create_lesson, lesson_of_text("HOSTILE", text))
     # Lessons are indexed again when a process starts: a hostile one must not make that slow either.
     reopened = within(3 * LONG_BOUND, "reopening", open_reopened, tmp_path)
     for current, kind in [(services, "dotted"), (reopened, "slashes")]:
