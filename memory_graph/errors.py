@@ -57,5 +57,9 @@ class StorageError(MemoryGraphError):
     """The data folder cannot be read or written (permissions, disk full, a broken journal)."""
 
 
+class StoreClosedError(StorageError):
+    """The store was closed (the server is shutting down); a load still running stops here."""
+
+
 class StaleShardError(StorageError):
     """A shard changed on disk between reading it and writing it; nothing was written, the change is read in."""

@@ -51,7 +51,7 @@ from lessons.service import MAX_CONTEXT_CHARS, LessonService
 from memory_graph import __version__, argument_errors, prompts
 from memory_graph.app import Services, build_services
 from memory_graph.config import AUTO_PROJECT, Settings
-from memory_graph.errors import InvalidInputError, MemoryGraphError
+from memory_graph.errors import InvalidInputError, MemoryGraphError, StoreClosedError
 from memory_graph.graph import GraphService
 from memory_graph.history import (
     MAX_HISTORY_LIMIT,
@@ -302,6 +302,9 @@ class App:
             # anything since the snapshot it restored).
             self.store.save_snapshot()
             return_freed_memory()
+        except StoreClosedError:
+            log.info("the load stopped: the store was closed")
+            return
         except MemoryGraphError as exc:
             # The first call reports it too, and retries: a database that comes back is used from then on.
             log.error("could not load the memory: %s", exc)

@@ -45,7 +45,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from memory_graph.errors import StorageError
+from memory_graph.errors import StorageError, StoreClosedError
 from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import (
     HISTORY,
@@ -68,6 +68,7 @@ CONNECT_TIMEOUT_SECONDS = 5
 # between two (each fetch is one call that holds the interpreter), large enough that round trips do not count.
 LOAD_BATCH_ROWS = 2_000
 GIVE_WAY_SECONDS = 5.0  # the longest a load waits, in all, for reads answered beside it
+CLOSE_WAIT_SECONDS = 10.0  # the longest close() waits for a running load to stop at its next batch
 BULK_ROWS = 500  # from this many rows a commit copies them in (COPY) instead of one statement per row
 IDLE_POLL_SECONDS = 30.0  # an idle subscriber also looks this often, in case a notification was missed
 CHANGE_LOG_HOURS = 24  # `compact` keeps a day of the change log: a server idle for longer reads the store again
@@ -492,7 +493,7 @@ class PostgresStore(StoreEngine):
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection; left in a transaction it is rolled back, broken it is replaced."""
         if self._closed.is_set():
-            raise StorageError(f"the store {self.location} was closed; open a new one")
+            raise self._closed_error()
         if not self._pool_open:
             # A lock of its own, not the store's: a read answered while a load holds that one may be the first
             # to need the pool.
@@ -505,7 +506,7 @@ class PostgresStore(StoreEngine):
         except PoolTimeout as exc:
             raise self._unreachable(exc) from exc
         except PoolClosed as exc:
-            raise StorageError(f"the store {self.location} was closed; open a new one") from exc
+            raise self._closed_error() from exc
         try:
             yield conn
         finally:
@@ -566,9 +567,23 @@ class PostgresStore(StoreEngine):
         with suppress(StorageError):
             self.save_snapshot()
         self._closed.set()
+        # A load still running stops at its next batch of rows (`_give_way`) and lets its connection and server
+        # cursor go: the pool is closed after it, never under it (a cursor left open there was a ResourceWarning
+        # when the thread's frame went, and its connection was closed mid-fetch).
+        with self._reads_done:
+            self._reads_done.notify_all()
+        if self._thread_lock.acquire(timeout=CLOSE_WAIT_SECONDS):
+            self._thread_lock.release()
+        else:
+            log.warning(
+                "the load of %s did not stop within %s s; closing its connections", self.location, CLOSE_WAIT_SECONDS
+            )
         if self._pool_open:
             self._pool.close()
             self._pool_open = False
+
+    def _closed_error(self) -> StoreClosedError:
+        return StoreClosedError(f"the store {self.location} was closed; open a new one")
 
     # -- the start snapshot (snapshot.py; the shared rules are the engine's) -----------------------------------
     history_in_snapshot = True
@@ -676,13 +691,20 @@ class PostgresStore(StoreEngine):
                 self._reads_done.notify_all()
 
     def _give_way(self) -> None:
+        """Between batches of a load: stop if the store was closed; let reads answered beside it go first."""
+        if self._closed.is_set():
+            raise self._closed_error()
         # Not for ever: a steady stream of reads must not keep the load from finishing, so a load gives way for
         # GIVE_WAY_SECONDS in all at most.
         if self._reads_answering and self._give_way_left > 0:
             started = time.monotonic()
             with self._reads_done:
-                self._reads_done.wait_for(lambda: not self._reads_answering, timeout=self._give_way_left)
+                self._reads_done.wait_for(
+                    lambda: not self._reads_answering or self._closed.is_set(), timeout=self._give_way_left
+                )
             self._give_way_left -= time.monotonic() - started
+            if self._closed.is_set():
+                raise self._closed_error()
 
     def _load_all(self, conn: psycopg.Connection[Any]) -> None:
         try:

@@ -4,7 +4,10 @@ first read of the rows, on a real database, so the reads below provably did not 
 
 from __future__ import annotations
 
+import gc
 import threading
+import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +18,11 @@ import pytest
 from lessons.model import LessonInput
 from memory_graph import graph as graph_module
 from memory_graph.app import Services, services_for_folder
+from memory_graph.errors import StoreClosedError
 from memory_graph.model import Entity, KnowledgeGraph, Relation
 from memory_graph.server import App, build_app
 from memory_graph.storage import PostgresStore
+from memory_graph.storage import postgres as postgres_module
 from tests.conftest import Engine, open_services, settings_in
 from tests.memory_graph.test_postgres import sql
 
@@ -284,3 +289,51 @@ def test_the_searchable_text_has_a_trigram_index_the_database_uses(tmp_path: Pat
     texts = sql(url, "SELECT search_text FROM memory_graph_records WHERE entity_name = 'Zoë'")
     assert texts == [("zoë person École teacher",)]
     assert sql(url, "SELECT count(*) FROM memory_graph_records WHERE search_text IS NOT NULL") == [(6,)]  # + lesson
+
+
+def test_closing_a_store_while_it_loads_stops_the_load_and_leaves_nothing_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server told to stop (a client closing stdio, a test ending) while its load streams the rows: the load
+    # stops at its next batch, with its server cursor closed, before the pool's connections are.
+    filler = open_services(tmp_path)
+    fill(filler)
+    filler.store.close()
+    monkeypatch.setattr(postgres_module, "LOAD_BATCH_ROWS", 1)
+    in_the_rows = threading.Event()
+    give_way = PostgresStore._give_way
+
+    def between_batches(store: PostgresStore) -> None:
+        in_the_rows.set()
+        assert store._closed.wait(WAIT), "the test never closed the store"
+        give_way(store)
+
+    monkeypatch.setattr(PostgresStore, "_give_way", between_batches)
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    store = services_for_folder(tmp_path, database_url=url).store
+    stopped_by: list[type[BaseException]] = []  # the type only: the exception's frames would hold the cursor
+
+    def load() -> None:
+        try:
+            store.open()
+        except BaseException as exc:  # what stopped the load is the point of the test
+            stopped_by.append(type(exc))
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    assert in_the_rows.wait(WAIT), "the load never reached the rows"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store.close()
+        loader.join(WAIT)
+        gc.collect()
+    assert not loader.is_alive()
+    assert stopped_by == [StoreClosedError]
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
+    database = url.rsplit("/", 1)[1]
+    query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = 'memory-graph'"
+    deadline = time.monotonic() + WAIT  # a backend ends a moment after its client closed the connection
+    while sql(url, query, database) != [(0,)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sql(url, query, database) == [(0,)]
