@@ -759,21 +759,31 @@ class PostgresStore(StoreEngine):
 
     def _all_rows(self, conn: psycopg.Connection[Any]) -> dict[str, dict[str, str]]:
         """collection -> key column -> record text, in position order (then key: restored or hand-made rows may
-        share a position), streamed through a server-side cursor. (PostgreSQL joining each collection's rows into
-        one text measured no faster, and a text value stops at 1 GB.)"""
+        share a position), streamed through a server-side cursor, one store after another. (PostgreSQL joining each
+        collection's rows into one text measured no faster, and a text value stops at 1 GB.)
+
+        Trigger: a server starts on a large database and a first search arrives while this runs. Why: ordered
+        over several stores at once (`store = ANY`), no index gives the order, so the first fetch sorted every row
+        in parallel workers with JIT: 5.6 s of both cores at 1M entities, under the search that was answered from
+        the database meanwhile. Outcome: one store at a time, in the order of the (store, position) index, which
+        streams from the first row; no JIT, no parallel workers. A collection lives in one store, so each
+        collection's rows keep their position order."""
         found: dict[str, dict[str, str]] = {name: {} for name in self.collections}
-        with conn.cursor(name="memory_graph_load") as cursor:
-            cursor.itersize = LOAD_BATCH_ROWS
-            cursor.execute(
-                "SELECT store, collection, key, record::text FROM memory_graph_records WHERE store = ANY(%s) "
-                "ORDER BY position, key",
-                (self.stores,),
-            )
-            for number, (store, collection, key_text, text) in enumerate(cursor):
-                if self.store_of.get(collection) == store:
-                    found[collection][key_text] = text
-                if number % LOAD_BATCH_ROWS == 0:
-                    self._give_way()
+        conn.execute("SET LOCAL jit = off")
+        conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        for store in self.stores:
+            with conn.cursor(name="memory_graph_load") as cursor:
+                cursor.itersize = LOAD_BATCH_ROWS
+                cursor.execute(
+                    "SELECT collection, key, record::text FROM memory_graph_records WHERE store = %s "
+                    "ORDER BY position, key",
+                    (store,),
+                )
+                for number, (collection, key_text, text) in enumerate(cursor):
+                    if self.store_of.get(collection) == store:
+                        found[collection][key_text] = text
+                    if number % LOAD_BATCH_ROWS == 0:
+                        self._give_way()
         return found
 
     def _catch_up(self, conn: psycopg.Connection[Any]) -> None:
