@@ -635,10 +635,14 @@ class GraphService:
         if not fragments or FIELD_SEPARATOR in query:
             return None  # nothing the database can narrow with: a scan of every entity is the load's work
         counted: Matched | None = None
-        if fragments == [query.lower()]:
-            # One run of word characters, where the database's test is the substring rule itself: it sends the
-            # entities that lead by name, and counts the rest (a broad query's answer is cut anyway).
-            total, touching, found = reads.leading_matches(fragments[0], LOADING_LEADING)
+        phrase = query.lower()
+        words = list(dict.fromkeys(phrase.split()))
+        if phrase.isascii() and (len(words) > 1 or words == [phrase]):
+            # ASCII words, where the database's test is the substring rule itself (every word held; one word held
+            # as it is): it sends the entities that lead by name, and counts the rest (a broad query's answer is
+            # cut anyway). One word with spaces around it must be found whole inside one field: not a test the
+            # database's joined text can make.
+            total, touching, found = reads.leading_matches(words, phrase, LOADING_LEADING)
             if total > len(found):
                 counted = Matched(total, lambda: touching)
         else:

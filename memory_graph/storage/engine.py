@@ -95,9 +95,12 @@ class ReadsWhileLoading(Protocol):
         every fragment, ASCII letters compared without case; None when more than `limit` do."""
         ...
 
-    def leading_matches(self, fragment: str, take: int) -> tuple[int, int, list[tuple[str, dict[str, Any]]]]:
-        """How many entity records hold the fragment, how many relation records touch them, and the first `take`
-        of them: the name equal to it, then names starting with it, then names holding it, each in creation
+    def leading_matches(
+        self, words: list[str], phrase: str, take: int
+    ) -> tuple[int, int, list[tuple[str, dict[str, Any]]]]:
+        """How many entity records hold every word (ASCII letters compared without case), how many relation records
+        touch them, and the first `take` of them: those holding the whole phrase first (when there are several
+        words), then the name equal to the phrase, names starting with it, names holding it, each in creation
         order."""
         ...
 

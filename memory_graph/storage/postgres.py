@@ -284,21 +284,33 @@ class DatabaseReads:
         found = self._records(held, patterns, limit=limit + 1)
         return found if len(found) <= limit else None
 
-    def leading_matches(self, fragment: str, take: int) -> tuple[int, int, list[tuple[str, dict[str, Any]]]]:
-        held, patterns = _holding([fragment])
-        literal = _like_literal(fragment)
+    def leading_matches(
+        self, words: list[str], phrase: str, take: int
+    ) -> tuple[int, int, list[tuple[str, dict[str, Any]]]]:
+        held, patterns = _holding(words)
+        literal = _like_literal(phrase)
+        several = len(words) > 1
+        # Fields are joined by a space here (by a separator no text holds in memory): a phrase found across two
+        # fields only moves an entity up among those holding every word, which the service orders again.
+        whole = "search_text LIKE %s" if several else "true"
         lowered = "translate(entity_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
-        order = "lowered = %s DESC, lowered LIKE %s DESC, lowered LIKE %s DESC, position, key"
+        order = "whole DESC, lowered = %s DESC, lowered LIKE %s DESC, lowered LIKE %s DESC, position, key"
         # One statement: the matches are found once (reading their rows is most of the cost), then ranked, counted
         # and the relations touching them counted from the ends' indexes.
         rows = self._query(
             "WITH m AS MATERIALIZED (SELECT store, collection, key, entity_name AS name, position, "
-            f"{lowered} AS lowered FROM memory_graph_records WHERE {self._scope()} AND {held}), "
+            f"{lowered} AS lowered, {whole} AS whole FROM memory_graph_records WHERE {self._scope()} AND {held}), "
             f"lead AS (SELECT store, collection, key, row_number() OVER (ORDER BY {order}) AS rank FROM m "
             f"ORDER BY {order} LIMIT {int(take)}) "
             f"SELECT r.store, r.collection, r.key, r.record::text, (SELECT count(*) FROM m), {self._touching('m')} "
             "FROM lead JOIN memory_graph_records r USING (store, collection, key) ORDER BY lead.rank",
-            [self._store.stores, *patterns, *[fragment, f"{literal}%", f"%{literal}%"] * 2, *self._touching_parameters],
+            [
+                *([f"%{literal}%"] if several else []),
+                self._store.stores,
+                *patterns,
+                *[phrase, f"{literal}%", f"%{literal}%"] * 2,
+                *self._touching_parameters,
+            ],
         )
         if not rows:
             return 0, 0, []

@@ -231,7 +231,7 @@ def test_a_read_that_arrives_before_the_load_thread_begins_is_answered(
     ("query", "limit"),
     [
         ("zoë", None),  # no run of three ASCII word characters for the database to narrow with
-        ("tea pot", 0),  # more matches than a search while loading takes, and more than one word
+        ("zoë teacher", 0),  # more matches than a search while loading takes, and a word the database cannot test
         ("likes coffee", None),  # no substring match: what ranks needs every entity's words
     ],
 )
@@ -271,6 +271,21 @@ def test_a_cut_answer_while_loading_counts_what_a_loaded_server_counts(
         loaded.graph.create_entities([Entity(name="service", entityType="word", observations=[])])
         assert names(load.services.graph.search_nodes("SERVICE"))[:2] == ["service", "Service 0"]
         assert load.services.graph.search_nodes("SERVICE").truncated.totalEntities == 61  # type: ignore[union-attr]
+        # Several words, more entities holding them than a search while loading fetches: answered all the same,
+        # counting the substring matches (what ranks without holding every word, here the entity "service", is
+        # the loaded server's alone).
+        with loaded.store.reading():
+            every_relation = set(loaded.graph.state.relations)  # (read_graph's answer is cut too)
+        for query in ["service port", "port 80 service", "Service 5"]:
+            answer, expected = load.services.graph.search_nodes(query), loaded.graph.search_nodes(query)
+            tier = set(substring_tier(loaded, query))
+            assert answer.truncated is not None and expected.truncated is not None, query
+            assert answer.truncated.totalEntities == len(tier) <= expected.truncated.totalEntities, query
+            touching = {r for r in every_relation if r[0] in tier or r[1] in tier}
+            assert answer.truncated.totalRelations == len(touching), query
+            assert answer.truncated.returnedEntities == expected.truncated.returnedEntities, query
+            assert names(answer) == names(expected), query
+            assert answer.relations == expected.relations, query
         assert load.loader.is_alive()
     finally:
         load.finish()
