@@ -22,7 +22,6 @@ from memory_graph.errors import StoreClosedError
 from memory_graph.model import Entity, KnowledgeGraph, Relation
 from memory_graph.server import App, build_app
 from memory_graph.storage import PostgresStore
-from memory_graph.storage import postgres as postgres_module
 from tests.conftest import Engine, open_services, settings_in
 from tests.memory_graph.test_postgres import sql
 
@@ -314,7 +313,6 @@ def test_closing_a_store_while_it_loads_stops_the_load_and_leaves_nothing_open(
     filler = open_services(tmp_path)
     fill(filler)
     filler.store.close()
-    monkeypatch.setattr(postgres_module, "LOAD_BATCH_ROWS", 1)
     in_the_rows = threading.Event()
     give_way = PostgresStore._give_way
 
