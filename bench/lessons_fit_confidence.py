@@ -14,12 +14,13 @@ the distractors. Each query is asked with abstention off; the top answer is labe
 or when the query is a negative.
 
 The features are the ones the service computes (recorded from its own calls to ranking.confidence, so the fit sees
-exactly what ships): score, margin over the best rival (a lesson that does not give the same fix), whether the
-lesson explains the query's rarest word, whether it names the query's error class, ln(store size). Model: logistic
-regression by gradient descent (no numpy in the default install), with the weight of ln(store size) kept at or
-below zero: more lessons are more chances of a near miss, never a reason for more confidence (unconstrained, the
-four fitting stores' sizes, 50 to 450 lessons, gave it a positive weight, which made a 1,000-lesson store answer
-uncovered errors more often).
+exactly what ships): score, margin over the best rival (a lesson that does not give the same fix), the clues
+(ranking.clues: the share of the query's rarest words the lesson explains, whether it names the query's error class,
+message coverage, query coverage, and the shares of the query and of its rarest words the lesson's prose explains),
+ln(store size). Model: logistic regression by gradient descent (no numpy in the default install), with the weight of
+ln(store size) kept at or below zero: more lessons are more chances of a near miss, never a reason for more
+confidence (unconstrained, the four fitting stores' sizes, 50 to 450 lessons, gave it a positive weight, which made
+a 1,000-lesson store answer uncovered errors more often).
 Cut: the confidence that maximises right answers minus WRONG_COST x wrong ones over the fitting rows, with the
 negatives weighted to make up NEGATIVE_SHARE of the queries (the share harvested-lessons.json alone has), so that
 harvesting more negatives makes the fit surer, not the cut stricter: a confident wrong lesson costs the user
@@ -48,7 +49,7 @@ from memory_graph.graph import ImportSummary  # noqa: E402
 DATA = ROOT / "bench" / "data"
 WRONG_COST = 2.0
 NEGATIVE_SHARE = 0.25
-SIZE_FEATURE = 6  # ln(store size), in the order of ranking.confident's features
+SIZE_FEATURE = 8  # ln(store size), in the order of ranking.confident's features
 Row = tuple[list[float], float]
 
 

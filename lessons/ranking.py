@@ -71,11 +71,12 @@ W_DICE = 0.10
 # match when that maximises right answers minus twice the wrong ones over the fitting data (its errors no lesson
 # covers weighted to a quarter of the queries); the weight of ln size is held at or below zero.
 # Weights of (score, margin over the best rival (see `margins`), rarest words explained, names the class,
-# message coverage, query coverage, ln size), then the intercept:
-FIND_CONFIDENCE = (1.269, 4.73, 1.48, -0.138, 1.642, 2.226, -0.128, -4.151)
-RECOMMEND_CONFIDENCE = (1.539, 4.117, 1.132, -0.996, 2.411, 2.01, -0.083, -3.835)
-FIND_MIN_CONFIDENCE = 0.43
-RECOMMEND_MIN_CONFIDENCE = 0.5
+# message coverage, query coverage, query and rarest words explained by the lesson's prose, ln size), then the
+# intercept:
+FIND_CONFIDENCE = (1.104, 3.895, 1.011, -0.205, 2.386, 1.068, 2.132, 0.852, -0.075, -4.537)
+RECOMMEND_CONFIDENCE = (2.633, 3.773, 0.724, -0.6, 1.806, 0.362, 1.845, 0.961, -0.042, -4.585)
+FIND_MIN_CONFIDENCE = 0.38
+RECOMMEND_MIN_CONFIDENCE = 0.4
 # Score floors: the model is not trusted below the lowest score a right fitting answer had.
 FIND_THRESHOLD = 0.3
 RECOMMEND_THRESHOLD = 0.25
@@ -90,6 +91,12 @@ MAX_HOLDERS = 1_000  # lessons holding a word, past which it does not pick candi
 MAX_ERROR_LINES = 60
 TAIL_LINES = 10
 PRECEDING_WEIGHT = 0.7  # of a match, for the line just before an error line (error_windows)
+# A log line's match counts in full once it has this many words some lesson has, or as many as the log's richest
+# error line (LessonIndex.weigh_by_evidence). Chosen on the harvested data, not on the dev sets: after a refit,
+# bench/lessons_fit_confidence.py's objective for 2, 3, 4, 5 words (without the richest-line part) was 551, 566,
+# 569, 569 (the old code: 513), and of the flat top, 5 ranks best there (top-1 with abstention off over the four
+# fitting stores: 3.615, 3.620, 3.640 for 3, 4, 5); with the richest-line part, 570.
+EVIDENCE_WORDS = 5.0
 # error_windows reads at most this many of a log's last error lines, and stops once it has shaped this much text:
 # a log of 100,000 error lines that are all alike would otherwise be shaped line by line without ever finding
 # MAX_ERROR_LINES different ones.
@@ -231,6 +238,9 @@ def combined_score(relevance: float, statistic: float) -> float:
     return relevance * (1 - SUCCESS_WEIGHT + SUCCESS_WEIGHT * statistic)
 
 
+Clues = tuple[float, float, float, float, float, float]  # see `clues`
+
+
 @dataclass(frozen=True)
 class IndexedLesson:
     name: str
@@ -247,6 +257,9 @@ class IndexedLesson:
     all_identity: frozenset[str] = frozenset()
     twin_key: str = ""  # signature.twin_key of the message: a new lesson with the same one is its twin
     explanation_evidence: frozenset[str] = frozenset()  # evidence of the observations and verification steps
+    # Evidence of the observations and verification steps outside their quotes: the lesson's own words about the
+    # error, without the error text, commands and file names it quotes.
+    prose_evidence: frozenset[str] = frozenset()
 
 
 def lesson_text(record: dict[str, Any]) -> str:
@@ -261,6 +274,18 @@ def lesson_text(record: dict[str, Any]) -> str:
             parts.append(str(step.get("expectedOutput") or ""))
             parts.extend(str(s) for s in step.get("successIndicators") or [])
     return "\n".join(parts)
+
+
+# Quoted text in a lesson's explanation: an error's own wording or a command, as opposed to the lesson's prose.
+# A single quote opens and closes only outside a word, so the apostrophe of "doesn't" is neither.
+QUOTED_SPAN = re.compile(
+    r"(?<![\w'])'[^'\n]{1,400}+'(?!\w)|\"[^\"\n]{1,400}+\"|`[^`\n]{1,400}+`|‘[^’\n]{1,400}+’|“[^”\n]{1,400}+”"
+)
+
+
+def unquoted(text: str) -> str:
+    """The text without its quoted spans."""
+    return QUOTED_SPAN.sub(" ", text)
 
 
 def explanation_text(record: dict[str, Any]) -> str:
@@ -300,6 +325,7 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         # A message too short to say which error it is (one word) has no twin.
         twin_key=twin_key(message) if len(message_words) >= 2 else "",
         explanation_evidence=explained,
+        prose_evidence=evidence_words(unquoted(explanation_text(record))),
     )
 
 
@@ -340,6 +366,7 @@ def lesson_to_cache(lesson: IndexedLesson) -> dict[str, Any]:
         "all_identity": sorted(lesson.all_identity),
         "twin_key": lesson.twin_key,
         "explanation_evidence": sorted(lesson.explanation_evidence),
+        "prose_evidence": sorted(lesson.prose_evidence),
     }
 
 
@@ -356,6 +383,7 @@ def lesson_from_cache(name: str, value: dict[str, Any]) -> IndexedLesson:
         all_identity=frozenset(value["all_identity"]),
         twin_key=str(value["twin_key"]),
         explanation_evidence=frozenset(value["explanation_evidence"]),
+        prose_evidence=frozenset(value["prose_evidence"]),
     )
 
 
@@ -572,6 +600,21 @@ class LessonIndex:
         return heapq.nlargest(CANDIDATES, weights, key=lambda name: (weights[name], name))
 
     # -- scoring -----------------------------------------------------------------------------------------
+    def weigh_by_evidence(self, queries: list[Query]) -> None:
+        """Scale each of a log's prepared line queries by how much evidence it holds: the number of its words some
+        lesson has, over EVIDENCE_WORDS or the most any of the log's lines has, whichever is less (at most 1). A line
+        of a word or two ("Aborting", an echoed `undefined`, a caret) is explained in full by any lesson that has
+        them, and outscored the error line next to it; in a small store, where few words are known at all, the
+        richest line still counts in full."""
+        counts = [len(query.known or ()) for query in queries]
+        # The richest of the error lines' own windows (a preceding line's window, weighted down, holds the error
+        # line too, and is not a measure of it).
+        full = min(EVIDENCE_WORDS, max((c for c, q in zip(counts, queries, strict=True) if q.weight >= 1), default=0))
+        if full <= 0:
+            return
+        for query, count in zip(queries, counts, strict=True):
+            query.weight *= min(1.0, count / full)
+
     def prepare(self, query: Query, count_unknown: bool = False) -> Query:
         query.known = {w: self.idf(w) for w in query.evidence if w in self._document_frequency}
         # A quoted name is a slot (the user's key, file or variable, or a builtin the error is about): missing it
@@ -658,19 +701,32 @@ class LessonIndex:
         return best / (1 - W_TYPE), winner
 
 
-def clues(index: LessonIndex, query: Query | None, lesson: IndexedLesson) -> tuple[float, float, float, float]:
-    """Three signs that a match is right beyond its score: the lesson explains the query's rarest word (a slot
-    aside); the lesson names the query's error class (1.0 when the query names none); the share of the lesson
-    message's words that the query has (a near miss of the same tool, "column ... does not exist" for "relation
-    ... does not exist", has a word the query lacks)."""
+def clues(index: LessonIndex, query: Query | None, lesson: IndexedLesson) -> Clues:
+    """Signs that a match is right beyond its score: the lesson explains the query's rarest word (a slot aside);
+    the lesson names the query's error class (1.0 when the query names none); the share of the lesson message's
+    words that the query has (a near miss of the same tool, "column ... does not exist" for "relation ... does not
+    exist", has a word the query lacks); the share of the query the lesson explains anywhere; and the shares of the
+    query and of its rarest words that the lesson's prose explains (its observations and verification steps
+    outside quotes). The prose tells a lesson that explains the error from one that only repeats its words: an
+    assistant's summary ("the deploy script crashed with KeyError because ...") shares few words with the raw
+    error, and its message coverage looks like a near miss's, but its observations say what the error means."""
     if query is None or query.known is None:
-        return 0.0, 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     known = query.known
     rarest = heapq.nlargest(RAREST_WORDS, (w for w in known if w not in query.slots), key=lambda w: (known[w], w))
     rare_mass = sum(known[w] for w in rarest)
     explains_rarest = sum(known[w] for w in rarest if w in lesson.all_evidence) / rare_mass if rare_mass else 0.0
     names_class = 1.0 if not query.identity or query.identity & lesson.all_identity else 0.0
-    return explains_rarest, names_class, index.message_coverage(query, lesson), index.query_coverage(query, lesson)
+    return (
+        explains_rarest,
+        names_class,
+        index.message_coverage(query, lesson),
+        index.query_coverage(query, lesson),
+        min(1.0, sum(v for w, v in known.items() if w in lesson.prose_evidence) / query.known_mass)
+        if query.known_mass
+        else 0.0,
+        sum(known[w] for w in rarest if w in lesson.prose_evidence) / rare_mass if rare_mass else 0.0,
+    )
 
 
 def identity_factor(query: Query, lesson: IndexedLesson) -> float:

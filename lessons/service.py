@@ -45,6 +45,7 @@ from lessons.ranking import (
     RECOMMEND_CONFIDENCE,
     RECOMMEND_MIN_CONFIDENCE,
     RECOMMEND_THRESHOLD,
+    Clues,
     IndexedLesson,
     LessonIndex,
     Query,
@@ -71,7 +72,7 @@ SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
 LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
 # A scored recommendation: (score, relevance, success statistic, name, matched line, clues).
-Ranked = tuple[float, float, float, str, str, tuple[float, float, float, float]]
+Ranked = tuple[float, float, float, str, str, Clues]
 
 
 ALIAS_WINDOW_SECONDS = 3_600.0  # an outcome reported later than this after the lookup teaches no wording
@@ -467,7 +468,7 @@ class LessonService:
             index = self.index
             query = index.prepare(message, count_unknown=True)
             context = index.prepare(extra_query) if extra_query is not None else None
-            scored: list[tuple[float, float, str, tuple[float, float, float, float]]] = []
+            scored: list[tuple[float, float, str, Clues]] = []
             size = len(index.lessons)
             kind = type_key(pattern.type)
             for name in index.candidates([query]):
@@ -523,6 +524,7 @@ class LessonService:
         with self.store.reading():
             index = self.index
             queries = [index.prepare(query) for query in line_queries]
+            index.weigh_by_evidence(queries)
             log_query = index.prepare(Query(shape="", evidence=log_words, text=""))
             # The clues read the winning line as find_similar_errors reads a message: its words no lesson has
             # count against every lesson. Read as a log line (where they are ignored, logs being full of them), a

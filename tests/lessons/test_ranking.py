@@ -14,6 +14,7 @@ from lessons.ranking import (
     same_type,
     success_statistic,
     type_key,
+    unquoted,
 )
 
 
@@ -140,3 +141,45 @@ def test_error_types_compare_by_stem() -> None:
     unlike = [("data", "database"), ("runtime", "network"), ("vcs", "vc")]
     assert all(same_type(type_key(a), type_key(b)) for a, b in alike)
     assert not any(same_type(type_key(a), type_key(b)) for a, b in unlike)
+
+
+def test_a_lessons_prose_leaves_out_what_it_quotes() -> None:
+    """The prose clue reads what a lesson says in its own words: the error text, command or file it quotes is not
+    prose, an apostrophe is not a quote."""
+    text = "sh failed with \"x.sh: 1: Bad substitution\" on deploy. Don't run `sh -n x.sh` here: it isn't 'bash' ."
+    assert unquoted(text).split() == [
+        "sh",
+        "failed",
+        "with",
+        "on",
+        "deploy.",
+        "Don't",
+        "run",
+        "here:",
+        "it",
+        "isn't",
+        ".",
+    ]
+
+
+def test_a_log_line_of_a_word_or_two_weighs_less_than_the_error_line() -> None:
+    """A line of one word ("Aborting") is explained in full by any lesson that has it; its match counts for the share
+    of evidence it holds, while an error line that names its error keeps its whole weight."""
+    index = LessonIndex()
+    index.put(lesson("COMMIT", "Aborting commit due to empty commit message.", ["Write a message."]))
+    index.put(
+        lesson(
+            "OVERWRITTEN",
+            "error: Your local changes to the following files would be overwritten by checkout",
+            ["Commit or stash the changes first."],
+        )
+    )
+    lines = [
+        index.prepare(query_of("error: Your local changes to the following files would be overwritten by checkout")),
+        index.prepare(query_of("Aborting")),
+    ]
+    index.weigh_by_evidence(lines)
+    assert lines[0].weight == 1.0 and lines[1].weight < 0.5
+    assert (
+        index.best_match(lines, index.lessons["OVERWRITTEN"])[0] > index.best_match(lines, index.lessons["COMMIT"])[0]
+    )
