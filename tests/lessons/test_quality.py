@@ -79,17 +79,17 @@ EXTENDED = [
         ["errors-dev-authored.json", "distractors-dev.json"],
         "errors-dev-authored.json",
         "__B",
-        (0.86, 0.80),
+        (0.87, 0.82),
         (0.92, 0.92),
     ),
-    # Recommendations from summaries alone mostly abstain: their relevance is low next to the raw near misses the
-    # confidence model learned to refuse (docs/benchmarks.md, "Lessons").
+    # Summaries are matched far less often than raw lines: their words are not the error's, and the confidence
+    # reads how much of the error the lesson's prose explains (docs/benchmarks.md, "Lessons", twelfth session).
     (
         "authored-A",
         ["errors-dev-authored-A.json", "distractors-dev.json"],
         "errors-dev-authored-A.json",
         None,
-        (0.38, 0.07),
+        (0.49, 0.44),
         (0.80, 0.80),
     ),
     ("querytypes", ["errors-dev-querytypes.json"], "errors-dev-querytypes.json", None, (0.97, 0.95), (0.98, 0.98)),
@@ -137,9 +137,11 @@ def test_extended_sets_hold_their_measured_floors(case: tuple) -> None:
 @pytest.mark.slow
 def test_uncovered_errors_are_answered_less_often_than_measured() -> None:
     """negatives-dev.json: issue-8 bar <= 0.10 for both tools. Measured with the confidence model fitted on harvested
-    errors: 0.06 / 0.06 against the dev lessons and distractors (was 0.80 / 0.74), 0.02 / 0.04 against the 26 dev
-    lessons alone (was 0.26 / 0.52). Both are within the bar."""
+    errors: 0.08 / 0.04 against the dev lessons and distractors (was 0.80 / 0.74), 0.06 / 0.10 against the 26 dev
+    lessons alone (was 0.26 / 0.52). Both are within the bar. (Before the prose clues and the line weighting, twelfth
+    session: 0.06 / 0.06 and 0.02 / 0.04; those changes answer a few more uncovered errors and far more summaries:
+    recommendations on authored-A 0.075 -> 0.443.)"""
     _, _, find, rec = top1_rates(["errors-dev.json", "distractors-dev.json"], "negatives-dev.json", None)
-    assert find <= 0.06 and rec <= 0.06, (find, rec)
+    assert find <= 0.08 and rec <= 0.04, (find, rec)
     _, _, find, rec = top1_rates(["errors-dev.json"], "negatives-dev.json", None)
-    assert find <= 0.02 and rec <= 0.04, (find, rec)
+    assert find <= 0.06 and rec <= 0.10, (find, rec)
