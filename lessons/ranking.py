@@ -44,7 +44,7 @@ import heapq
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
 from itertools import chain, islice, takewhile
 from pathlib import Path
@@ -639,9 +639,7 @@ class LessonIndex:
     def query_coverage(self, query: Query, lesson: IndexedLesson) -> float:
         """Rarity-weighted share of the query's words that the lesson explains anywhere (capped at 1: a slot the
         lesson has counts in full, one it lacks only at SLOT_WEIGHT)."""
-        if not query.known_mass or query.known is None:
-            return 0.0
-        return min(1.0, sum(weight for w, weight in query.known.items() if w in lesson.all_evidence) / query.known_mass)
+        return share_of_query(query, lesson.all_evidence)
 
     def _partial_free(self, query: Query, lesson: IndexedLesson) -> tuple[float, float, float]:
         """(score without the partial term, the partial term's weight cap, the sorted ratio)."""
@@ -715,18 +713,27 @@ def clues(index: LessonIndex, query: Query | None, lesson: IndexedLesson) -> Clu
     known = query.known
     rarest = heapq.nlargest(RAREST_WORDS, (w for w in known if w not in query.slots), key=lambda w: (known[w], w))
     rare_mass = sum(known[w] for w in rarest)
-    explains_rarest = sum(known[w] for w in rarest if w in lesson.all_evidence) / rare_mass if rare_mass else 0.0
+
+    def explains_rarest(words: Set[str]) -> float:
+        return sum(known[w] for w in rarest if w in words) / rare_mass if rare_mass else 0.0
+
     names_class = 1.0 if not query.identity or query.identity & lesson.all_identity else 0.0
     return (
-        explains_rarest,
+        explains_rarest(lesson.all_evidence),
         names_class,
         index.message_coverage(query, lesson),
         index.query_coverage(query, lesson),
-        min(1.0, sum(v for w, v in known.items() if w in lesson.prose_evidence) / query.known_mass)
-        if query.known_mass
-        else 0.0,
-        sum(known[w] for w in rarest if w in lesson.prose_evidence) / rare_mass if rare_mass else 0.0,
+        share_of_query(query, lesson.prose_evidence),
+        explains_rarest(lesson.prose_evidence),
     )
+
+
+def share_of_query(query: Query, words: Set[str]) -> float:
+    """Rarity-weighted share of the query's known words that are among `words` (capped at 1: a slot counts in
+    full there, and only at SLOT_WEIGHT in the query's mass)."""
+    if not query.known_mass or query.known is None:
+        return 0.0
+    return min(1.0, sum(weight for w, weight in query.known.items() if w in words) / query.known_mass)
 
 
 def identity_factor(query: Query, lesson: IndexedLesson) -> float:
