@@ -54,6 +54,7 @@ from memory_graph.search import (
     fuse,
     narrowing_fragments,
     prepare,
+    substring_words,
 )
 from memory_graph.semantic import SemanticIndex
 from memory_graph.storage import (
@@ -635,8 +636,7 @@ class GraphService:
         if not fragments or FIELD_SEPARATOR in query:
             return None  # nothing the database can narrow with: a scan of every entity is the load's work
         counted: Matched | None = None
-        phrase = query.lower()
-        words = list(dict.fromkeys(phrase.split()))
+        phrase, words, _ = substring_words(query)
         if phrase.isascii() and (len(words) > 1 or words == [phrase]):
             # ASCII words, where the database's test is the substring rule itself (every word held; one word held
             # as it is): it sends the entities that lead by name, and counts the rest (a broad query's answer is

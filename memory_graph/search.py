@@ -131,6 +131,15 @@ def narrowing_fragments(query: str) -> list[str]:
     return sorted(set(_ASCII_RUN.findall(query.lower())))
 
 
+def substring_words(query: str) -> tuple[str, list[str], bool]:
+    """How the substring rule reads a query: (the phrase, lower-cased, that a field may hold whole; its distinct
+    words, each of which a text must hold when there are several; whether there are several). "a a" is two words
+    (both present), even if they are the same one."""
+    phrase = query.lower()
+    tokens = phrase.split()
+    return phrase, list(dict.fromkeys(tokens)), len(tokens) > 1
+
+
 def closest_name(name: str, names: Iterable[str], cutoff: float) -> str | None:
     """The name most like `name` by rapidfuzz's WRatio, if it scores `cutoff` (over 60) or more; the first of
     equals, in the order given."""
@@ -492,10 +501,7 @@ class SubstringIndex:
     def _substring_parts(self, query: str) -> tuple[list[int], list[int]]:
         """The documents matching a query: (those holding it whole inside one field, the reference's rule; those
         holding each of its several words somewhere)."""
-        phrase = query.lower()
-        tokens = phrase.split()
-        words = list(dict.fromkeys(tokens))
-        several = len(tokens) > 1  # "a a" is two words (both present), even if they are the same one
+        phrase, words, several = substring_words(query)
         whole: list[int] = []
         apart: list[int] = []
         if FIELD_SEPARATOR in phrase:
