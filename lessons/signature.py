@@ -275,6 +275,30 @@ def word_terms(word: str) -> tuple[str, ...]:
 
 
 MAX_CACHED_WORD = 64
+# A punctuation character's name, where it names nothing else: a lesson written in words ("missing colon",
+# "unbalanced braces") then explains an error quoting the character (expected ':', missing '}': a `sym:` term). The
+# name stays a word of its own and the character's term is added beside it, so a quoted character counts once.
+PUNCTUATION_NAMES = {
+    "colon": ":",
+    "semicolon": ";",
+    "comma": ",",
+    "parenthesis": "()",
+    "parentheses": "()",
+    "paren": "()",
+    "brace": "{}",
+    "braces": "{}",
+    "bracket": "[]",
+    "brackets": "[]",
+    "backtick": "`",
+    "backslash": "\\",
+    "apostrophe": "'",
+    "ampersand": "&",
+    "asterisk": "*",
+    "tilde": "~",
+    "caret": "^",
+    "hyphen": "-",
+}
+PUNCTUATION_TERMS = {stem(name): tuple(f"sym:{char}" for char in chars) for name, chars in PUNCTUATION_NAMES.items()}
 
 
 @lru_cache(maxsize=131_072)
@@ -298,11 +322,13 @@ def _word_terms(word: str) -> tuple[str, ...]:
             if len(humps) >= 3 and IDENTITY.fullmatch(part):
                 terms.append("".join(hump[0] for hump in humps).lower())
         terms.append(part.lower())
-    return tuple(
+    found = tuple(
         stem(term) if term.isalpha() else term
         for term in terms
         if len(term) > 1 and term not in NOISE_WORDS and not HEX.fullmatch(term)
     )
+    named = [symbol for term in found for symbol in PUNCTUATION_TERMS.get(term, ())]
+    return (*found, *named) if named else found
 
 
 def _without_places(text: str) -> str:

@@ -106,6 +106,17 @@ def test_a_quoted_builtin_the_lesson_explains_is_evidence_but_a_user_name_is_not
     assert best("NameError: name 'totl' is not defined") == "TYPO"
 
 
+def test_a_lesson_naming_the_quoted_character_explains_the_error() -> None:
+    index = LessonIndex()
+    index.put(lesson("COLON", "Missing colon after the def line: Python refuses to parse the file", ["Add it."]))
+    index.put(lesson("FSTRING", "f-string: single '}' is not allowed", ["Double the brace."]))
+    index.put(lesson("INDENT", "IndentationError: expected an indented block", ["Indent the body."]))
+
+    query = index.prepare(query_of("SyntaxError: expected ':'"))
+    scores = {item.name: index.match(query, item) for item in index.lessons.values()}
+    assert max(scores, key=scores.__getitem__) == "COLON", scores
+
+
 def test_lessons_that_give_the_same_fix_are_not_rivals() -> None:
     """A raw error line and an assistant's summary of it, with the same explanation, are one answer: the margin of
     the best of them is taken over the next lesson that explains something else."""

@@ -44,6 +44,16 @@ def test_quoted_punctuation_is_shape_but_quoted_names_are_not() -> None:
     assert shape("KeyError: 'database'") == shape('KeyError: "items"')
 
 
+def test_a_punctuation_name_also_says_the_character_it_names() -> None:
+    # "missing colon" in a lesson's words meets the raw `expected ':'` (the quoted character's term).
+    assert "sym::" in evidence_words("SyntaxError: expected ':'")
+    assert {"colon", "sym::"} <= evidence_words("Missing colon after the def line")
+    assert {"sym:{", "sym:}", "sym:(", "sym:)"} <= evidence_words("unbalanced braces and a missing paren")
+    # The character itself is counted once, not also by its name; words that name other things say nothing more.
+    assert "colon" not in evidence_words("expected ':'")
+    assert not any(word.startswith("sym:") for word in evidence_words("a dot in the period after the question"))
+
+
 def test_evidence_keeps_rare_words_and_file_names_but_not_folders() -> None:
     words = evidence_words("error[E0382]: borrow of moved value: `items` in /home/erin/proj/src/main.rs:4:9")
     assert {"e0382", "borrow", "mov", "item", "main.rs"} <= words  # words are stemmed: "moved" meets "moving"
