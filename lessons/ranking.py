@@ -53,15 +53,7 @@ from typing import Any, TypeVar
 from rapidfuzz import fuzz
 
 from lessons import signature as signature_module
-from lessons.signature import (
-    evidence_words,
-    identity_words,
-    quoted_names,
-    shape,
-    slot_words,
-    strip_ansi,
-    twin_key,
-)
+from lessons.signature import evidence_words, identity_words, shape, slot_words, strip_ansi, twin_key
 from memory_graph import search as search_module
 
 T = TypeVar("T")
@@ -429,7 +421,6 @@ class Query:
     known_mass: float = 0.0
     sorted_shape: str = ""
     slots: frozenset[str] = frozenset()  # signature.slot_words: quoted names and file names
-    slot_names: tuple[frozenset[str], ...] = ()  # the quoted names' terms, one set per name (signature.quoted_names)
     identity: frozenset[str] = frozenset()
     weight: float = 1.0  # a log line's share of its match (error_windows)
 
@@ -445,7 +436,6 @@ def query_of(text: str, text_shape: str | None = None, weight: float = 1.0) -> Q
         evidence=evidence_words(text),
         text=text,
         slots=slot_words(text),
-        slot_names=quoted_names(text),
         weight=weight,
     )
 
@@ -627,15 +617,6 @@ class LessonIndex:
 
     def prepare(self, query: Query, count_unknown: bool = False) -> Query:
         query.known = {w: self.idf(w) for w in query.evidence if w in self._document_frequency}
-        # A name's parts are one name: `'user_id'` says user_id, user and id, and a lesson holding the same name
-        # (another tool's error about a `user_id`) must not earn three words' worth for one coincidence. The terms of
-        # each name share the weight of its rarest one.
-        for name in query.slot_names:
-            held = [w for w in name if w in query.known]
-            if len(held) > 1:
-                share = max(query.known[w] for w in held) / sum(query.known[w] for w in held)
-                for w in held:
-                    query.known[w] *= share
         # A quoted name is a slot (the user's key, file or variable, or a builtin the error is about): missing it
         # costs a lesson only SLOT_WEIGHT of its rarity, having it earns all of it (coverage capped at 1).
         query.known_mass = sum(v * (SLOT_WEIGHT if w in query.slots else 1.0) for w, v in query.known.items())

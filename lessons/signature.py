@@ -407,10 +407,3 @@ def slot_words(text: str) -> frozenset[str]:
             # The name is the user's; its extension (sh, sql) says what kind of file it is, and stays evidence.
             names.update(t for w in WORD.findall(_file_name(found)) for t in word_terms(w) if t not in EXTENSION_TERMS)
     return quoted_words(text) | names
-
-
-def quoted_names(text: str) -> tuple[frozenset[str], ...]:
-    """The terms of each quoted name, one set per name: `'user_id'` is one name with three terms (user_id, user,
-    id)."""
-    found = (frozenset(word_terms(w)) for w in _quoted_words(strip_ansi(text)) if not w.startswith("sym:"))
-    return tuple(name for name in found if len(name) > 1)

@@ -117,20 +117,6 @@ def test_a_lesson_naming_the_quoted_character_explains_the_error() -> None:
     assert max(scores, key=scores.__getitem__) == "COLON", scores
 
 
-def test_a_quoted_name_counts_once_not_once_per_part() -> None:
-    """`'user_id'` says user_id, user and id: another tool's lesson about a `user_id` shares one name with the
-    query, not three words, and must not outrank the lesson about the error itself."""
-    index = LessonIndex()
-    index.put(lesson("KEY", "Deploy script crashed with KeyError: config.yaml has no 'database' section", ["A key."]))
-    index.put(lesson("STRUCT", "app.c:9:5: error: 'struct user' has no member named 'user_id'", ["Not a member."]))
-    for name in range(30):  # a store's worth of other lessons, so that rarity means something
-        index.put(lesson(f"OTHER{name}", f"other{name}: error number {name} in module{name}", ["Unrelated."]))
-
-    query = index.prepare(query_of("KeyError: 'user_id'"))
-    scores = {item.name: index.match(query, item) for item in index.lessons.values()}
-    assert max(scores, key=scores.__getitem__) == "KEY", scores
-
-
 def test_lessons_that_give_the_same_fix_are_not_rivals() -> None:
     """A raw error line and an assistant's summary of it, with the same explanation, are one answer: the margin of
     the best of them is taken over the next lesson that explains something else."""
