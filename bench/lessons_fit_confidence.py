@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/harvest_lessons.py            # real errors of kinds the dev sets lack, three styles
     PYTHONHASHSEED=0 .venv/bin/python bench/lessons_fit_confidence.py   # the constants to paste into ranking.py
+    PYTHONHASHSEED=0 .venv/bin/python bench/lessons_fit_confidence.py --evaluate  # the shipped ones, fit nothing
 
 Fitting data, all harvested on this machine by really running tools (never the dev sets, which stay for
 measuring): bench/data/harvested-lessons.json (classes of error with a lesson in three styles: the raw key line,
@@ -29,6 +30,7 @@ more than an honest "nothing fits".
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -155,6 +157,18 @@ def best_cut(weights: list[float], rows: list[tuple[Row, bool]], negative_weight
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="fit nothing: print what the shipped constants do on the harvested stores (to choose between methods "
+        "on our own data; the dev sets only measure)",
+    )
+    args = parser.parse_args()
+    shipped = {
+        "FIND": (ranking.FIND_CONFIDENCE, service.FIND_MIN_CONFIDENCE, service.FIND_THRESHOLD),
+        "RECOMMEND": (ranking.RECOMMEND_CONFIDENCE, service.RECOMMEND_MIN_CONFIDENCE, service.RECOMMEND_THRESHOLD),
+    }
     for name in ("FIND_MIN_CONFIDENCE", "RECOMMEND_MIN_CONFIDENCE", "FIND_THRESHOLD", "RECOMMEND_THRESHOLD"):
         setattr(service, name, 0.0)
     ranking.RELATIVE_CUTOFF = 0.0
@@ -166,12 +180,17 @@ def main() -> int:
     collected = {label: collect(store, queries) for label, store in stores(harvested).items()}
     for index, tool in enumerate(("FIND", "RECOMMEND")):
         rows = [row for pair in collected.values() for row, _ in pair[index]]
-        weights = fit(rows)
-        cut = best_cut(weights, [row for pair in collected.values() for row in pair[index]], negative_weight)
-        floor = math.floor(20 * min(x[0] for x, y in rows if y)) / 20
-        print(f"{tool}_CONFIDENCE = {tuple(round(w, 3) for w in weights)}")
-        print(f"{tool}_MIN_CONFIDENCE = {cut}")
-        print(f"{tool}_THRESHOLD = {floor}")
+        if args.evaluate:
+            constants, cut, floor = shipped[tool]
+            weights = list(constants)
+            print(f"{tool}: the shipped constants")
+        else:
+            weights = fit(rows)
+            cut = best_cut(weights, [row for pair in collected.values() for row in pair[index]], negative_weight)
+            floor = math.floor(20 * min(x[0] for x, y in rows if y)) / 20
+            print(f"{tool}_CONFIDENCE = {tuple(round(w, 3) for w in weights)}")
+            print(f"{tool}_MIN_CONFIDENCE = {cut}")
+            print(f"{tool}_THRESHOLD = {floor}")
         for label, pair in collected.items():
             kept = [(y, negative) for (x, y), negative in pair[index] if predict(weights, x) >= cut and x[0] >= floor]
             right_before = sum(y for (_, y), _ in pair[index])
