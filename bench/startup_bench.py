@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = (
@@ -143,7 +144,7 @@ def main() -> int:
     servers = {"memory-graph": ours, "memory-graph restart": ours}
     if REFERENCE.exists() and shutil.which("node"):
         servers = {"official": ["node", str(REFERENCE)], **servers}
-    probes = {"open_nodes": {"names": ["Entity 7"]}, "search_nodes": {"query": "topic42"}}
+    probes: dict[str, dict[str, Any]] = {"open_nodes": {"names": ["Entity 7"]}, "search_nodes": {"query": "topic42"}}
     results: dict[str, dict] = {}
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as folder:
