@@ -278,6 +278,7 @@ MAX_CACHED_WORD = 64
 # A punctuation character's name, where it names nothing else: a lesson written in words ("missing colon",
 # "unbalanced braces") then explains an error quoting the character (expected ':', missing '}': a `sym:` term). The
 # name stays a word of its own and the character's term is added beside it, so a quoted character counts once.
+# Names are matched by stem ("braces" is "brace"); "parentheses" stems apart from "parenthesis" and is listed too.
 PUNCTUATION_NAMES = {
     "colon": ":",
     "semicolon": ";",
@@ -286,9 +287,7 @@ PUNCTUATION_NAMES = {
     "parentheses": "()",
     "paren": "()",
     "brace": "{}",
-    "braces": "{}",
     "bracket": "[]",
-    "brackets": "[]",
     "backtick": "`",
     "backslash": "\\",
     "apostrophe": "'",
