@@ -87,34 +87,39 @@ def lesson(name: str, message: str, observations: list[str]) -> dict:
     }
 
 
-def test_a_quoted_builtin_the_lesson_explains_is_evidence_but_a_user_name_is_not() -> None:
+def index_of(*records: dict) -> LessonIndex:
     index = LessonIndex()
-    index.put(lesson("TYPO", "NameError: name 'recieve' is not defined", ["A misspelled variable or function."]))
-    index.put(
+    for record in records:
+        index.put(record)
+    return index
+
+
+def best_lesson(index: LessonIndex, message: str, kind: str = "") -> str:
+    """The name of the lesson that matches the message best."""
+    query = index.prepare(query_of(message))
+    return max(index.lessons.values(), key=lambda item: index.match(query, item, kind)).name
+
+
+def test_a_quoted_builtin_the_lesson_explains_is_evidence_but_a_user_name_is_not() -> None:
+    index = index_of(
+        lesson("TYPO", "NameError: name 'recieve' is not defined", ["A misspelled variable or function."]),
         lesson(
             "PY2_PRINT",
             "NameError: name 'unicode' is not defined",
             ["Python 2 code run on Python 3: unicode was renamed to str."],
-        )
+        ),
     )
-
-    def best(message: str) -> str:
-        query = index.prepare(query_of(message))
-        return max(index.lessons.values(), key=lambda item: index.match(query, item, "runtime")).name
-
-    assert best("NameError: name 'unicode' is not defined") == "PY2_PRINT"
-    assert best("NameError: name 'totl' is not defined") == "TYPO"
+    assert best_lesson(index, "NameError: name 'unicode' is not defined", "runtime") == "PY2_PRINT"
+    assert best_lesson(index, "NameError: name 'totl' is not defined", "runtime") == "TYPO"
 
 
 def test_a_lesson_naming_the_quoted_character_explains_the_error() -> None:
-    index = LessonIndex()
-    index.put(lesson("COLON", "Missing colon after the def line: Python refuses to parse the file", ["Add it."]))
-    index.put(lesson("FSTRING", "f-string: single '}' is not allowed", ["Double the brace."]))
-    index.put(lesson("INDENT", "IndentationError: expected an indented block", ["Indent the body."]))
-
-    query = index.prepare(query_of("SyntaxError: expected ':'"))
-    scores = {item.name: index.match(query, item) for item in index.lessons.values()}
-    assert max(scores, key=scores.__getitem__) == "COLON", scores
+    index = index_of(
+        lesson("COLON", "Missing colon after the def line: Python refuses to parse the file", ["Add it."]),
+        lesson("FSTRING", "f-string: single '}' is not allowed", ["Double the brace."]),
+        lesson("INDENT", "IndentationError: expected an indented block", ["Indent the body."]),
+    )
+    assert best_lesson(index, "SyntaxError: expected ':'") == "COLON"
 
 
 def test_lessons_that_give_the_same_fix_are_not_rivals() -> None:
@@ -176,14 +181,13 @@ def test_a_lessons_prose_leaves_out_what_it_quotes() -> None:
 def test_a_log_line_of_a_word_or_two_weighs_less_than_the_error_line() -> None:
     """A line of one word ("Aborting") is explained in full by any lesson that has it; its match counts for the share
     of evidence it holds, while an error line that names its error keeps its whole weight."""
-    index = LessonIndex()
-    index.put(lesson("COMMIT", "Aborting commit due to empty commit message.", ["Write a message."]))
-    index.put(
+    index = index_of(
+        lesson("COMMIT", "Aborting commit due to empty commit message.", ["Write a message."]),
         lesson(
             "OVERWRITTEN",
             "error: Your local changes to the following files would be overwritten by checkout",
             ["Commit or stash the changes first."],
-        )
+        ),
     )
     lines = [
         index.prepare(query_of("error: Your local changes to the following files would be overwritten by checkout")),
