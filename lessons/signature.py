@@ -133,6 +133,16 @@ _NEEDED: dict[re.Pattern[str], tuple[str, ...]] = {
     POSITION: (":",),
     PATH: ("/", "\\", "."),
 }
+# Patterns tried only in the runs of non-space characters that hold one of their needed characters (a run tried
+# alone, then put back). Their matches hold no white space, and what their look-arounds and `\b` read at a run's
+# edge fails or passes alike on white space and on the text's end: replacing in each run gives the text that
+# replacing in the whole gave, without trying the pattern at every position of the runs that have none of the
+# characters. (PATH tried at each position of a 200-line log cost 1.3 ms of the 3 spent on its evidence; each
+# position of the run search costs a few times less.) Not TIMESTAMP: a date and its time are apart by a space.
+_RUNS: dict[re.Pattern[str], re.Pattern[str]] = {
+    pattern: re.compile(rf"(?<!\S)[^\s{re.escape(chars)}]*+[{re.escape(chars)}]\S*+")
+    for pattern, chars in ((URL, ":"), (ADDRESS, ".:"), (PATH, "/\\."))
+}
 
 # Words so common in error output that they say nothing about which error it is.
 NOISE_WORDS = frozenset(
@@ -214,15 +224,20 @@ def _replace(pattern: re.Pattern[str], text: str, placeholder: str | Callable[[s
     if not any(needle in text for needle in _NEEDED.get(pattern, ("",))):
         return text
     keep = "pre" in pattern.groupindex
+    replacement: str | Callable[[re.Match[str]], str]
     if isinstance(placeholder, str):
         # A template, expanded without a Python call per match; an unmatched group expands to nothing.
-        return pattern.sub(("\\g<pre>" if keep else "") + placeholder.replace("\\", "\\\\"), text)
+        replacement = ("\\g<pre>" if keep else "") + placeholder.replace("\\", "\\\\")
+    else:
 
-    def replacement(match: re.Match[str]) -> str:
-        pre = (match.group("pre") or "") if keep else ""
-        return pre + placeholder(match.group(0)[len(pre) :])
+        def replacement(match: re.Match[str]) -> str:
+            pre = (match.group("pre") or "") if keep else ""
+            return pre + placeholder(match.group(0)[len(pre) :])
 
-    return pattern.sub(replacement, text)
+    runs = _RUNS.get(pattern)
+    if runs is None:
+        return pattern.sub(replacement, text)
+    return runs.sub(lambda run: pattern.sub(replacement, run.group()), text)
 
 
 def _file_name(path: str) -> str:

@@ -436,6 +436,28 @@ def test_the_linear_patterns_match_what_the_plain_ones_match(path: str, url: str
     assert [m.span() for m in signature.QUOTED.finditer(quoted)] == [m.span() for m in PLAIN_QUOTED.finditer(quoted)]
 
 
+# Runs of non-space characters around the run-wise patterns' needed characters, apart by every kind of white space.
+RUNISH = st.lists(
+    st.sampled_from(
+        [
+            *["a", "f", "1", "_", "-", ".", "/", "\\", ":", "::", "[", "]", "@", "~", "C:", ".py", "x.py", "-x.js"],
+            *["://", "http", "127.0.0.1", "::1", ":80", "é", "٣", "'"],
+            *[" ", "\t", "\n", "\x0b", "\x1c", "\x85", "\xa0", "\u2028", "\u3000"],
+        ]
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(RUNISH)
+def test_patterns_replaced_run_by_run_give_what_replacing_in_the_whole_text_gives(text: str) -> None:
+    for pattern in signature._RUNS:
+        assert signature._replace(pattern, text, " <x> ") == pattern.sub(
+            "\\g<pre> <x> " if "pre" in pattern.groupindex else " <x> ", text
+        )
+
+
 # -- search_nodes and "did you mean" -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def crowded(tmp_path_factory: pytest.TempPathFactory) -> Services:
