@@ -190,23 +190,25 @@ def confidence(weights: tuple[float, ...], features: tuple[float, ...]) -> float
 
 
 def confident(
-    rows: list[tuple[float, tuple[float, ...]]],
+    scores: list[float],
+    clues_of: Callable[[int], Clues],
     size: int,
     weights: tuple[float, ...],
     cut: float,
     floor: float,
     same_fix: Callable[[int, int], bool],
 ) -> list[float | None]:
-    """For each (score, clues) of a call's candidates, its confidence (`confidence` of the score, its margin over
-    its best rival, the clues and ln store size), or None when under the cut, the score under the floor, or under
+    """For each score of a call's candidates, its confidence (`confidence` of the score, its margin over its best
+    rival, the candidate's clues and ln store size), or None when under the cut, the score under the floor, or under
     RELATIVE_CUTOFF of the best candidate's score (which `best_first` drops whenever the best is answered).
-    `same_fix(i, j)`: whether candidates i and j give the same fix (see `margins`)."""
+    `clues_of(i)`: candidate i's clues, asked for only where the score reaches that line (most candidates of a large
+    store do not, and the clues are the dear part of the features). `same_fix(i, j)`: whether candidates i and j
+    give the same fix (see `margins`)."""
     log_size = math.log(max(size, 1))
-    scores = [row[0] for row in rows]
     line = max(floor, RELATIVE_CUTOFF * max(scores, default=0.0))
     chances: list[float | None] = []
-    for (score, signs), margin in zip(rows, margins(scores, same_fix, line), strict=True):
-        chance = confidence(weights, (score, margin, *signs, log_size)) if score >= line else None
+    for i, (score, margin) in enumerate(zip(scores, margins(scores, same_fix, line), strict=True)):
+        chance = confidence(weights, (score, margin, *clues_of(i), log_size)) if score >= line else None
         chances.append(chance if chance is not None and chance >= cut else None)
     return chances
 
@@ -431,10 +433,34 @@ class Query:
     slots: frozenset[str] = frozenset()  # signature.slot_words: quoted names and file names
     identity: frozenset[str] = frozenset()
     weight: float = 1.0  # a log line's share of its match (error_windows)
+    # Computed from `known` when first asked for (LessonIndex.prepare sets them back to None).
+    rarest: list[str] | None = None  # see `rarest_words`
+    order: dict[str, int] | None = None  # each known word's place in `known`
 
     def __post_init__(self) -> None:
         self.sorted_shape = sort_words(self.shape)
         self.identity = identity_words(self.text)
+
+    def rarest_words(self) -> list[str]:
+        """The RAREST_WORDS rarest known words, slots aside (see `clues`): the same for every lesson of a call."""
+        if self.rarest is None:
+            known = self.known or {}
+            self.rarest = heapq.nlargest(
+                RAREST_WORDS, (w for w in known if w not in self.slots), key=lambda w: (known[w], w)
+            )
+        return self.rarest
+
+    def weight_among(self, words: Set[str]) -> float:
+        """The summed rarity of the known words that are among `words`. The smaller side is walked, but the weights
+        are added in `known`'s order either way, so the float is the one a loop over `known` gives."""
+        known = self.known or {}
+        if len(words) >= len(known):
+            return sum(weight for w, weight in known.items() if w in words)
+        if self.order is None:
+            self.order = {w: i for i, w in enumerate(known)}
+        found = [w for w in words if w in known]
+        found.sort(key=self.order.__getitem__)
+        return sum(known[w] for w in found)
 
 
 def query_of(text: str, text_shape: str | None = None, weight: float = 1.0) -> Query:
@@ -625,6 +651,7 @@ class LessonIndex:
 
     def prepare(self, query: Query, count_unknown: bool = False) -> Query:
         query.known = {w: self.idf(w) for w in query.evidence if w in self._document_frequency}
+        query.rarest = query.order = None
         # A quoted name is a slot (the user's key, file or variable, or a builtin the error is about): missing it
         # costs a lesson only SLOT_WEIGHT of its rarity, having it earns all of it (coverage capped at 1).
         query.known_mass = sum(v * (SLOT_WEIGHT if w in query.slots else 1.0) for w, v in query.known.items())
@@ -642,7 +669,7 @@ class LessonIndex:
         mass = self.message_mass(lesson)
         if not mass or query.known is None:
             return 0.0
-        return sum(weight for w, weight in query.known.items() if w in lesson.message_evidence) / mass
+        return query.weight_among(lesson.message_evidence) / mass
 
     def query_coverage(self, query: Query, lesson: IndexedLesson) -> float:
         """Rarity-weighted share of the query's words that the lesson explains anywhere (capped at 1: a slot the
@@ -658,7 +685,7 @@ class LessonIndex:
         short, long = sorted((len(query.shape), len(lesson.shape)))
         damping = 0.4 + 0.6 * math.sqrt(short / long) if short > 8 else 1.0
         mass = self.message_mass(lesson)
-        common = sum(weight for w, weight in query.known.items() if w in lesson.message_evidence)
+        common = query.weight_among(lesson.message_evidence)
         lesson_coverage = common / mass if mass else 0.0
         dice = min(1.0, 2 * common / (mass + query.known_mass)) if mass + query.known_mass else 0.0
         query_coverage = self.query_coverage(query, lesson)
@@ -719,7 +746,7 @@ def clues(index: LessonIndex, query: Query | None, lesson: IndexedLesson) -> Clu
     if query is None or query.known is None:
         return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     known = query.known
-    rarest = heapq.nlargest(RAREST_WORDS, (w for w in known if w not in query.slots), key=lambda w: (known[w], w))
+    rarest = query.rarest_words()
     rare_mass = sum(known[w] for w in rarest)
 
     def explains_rarest(words: Set[str]) -> float:
@@ -741,7 +768,7 @@ def share_of_query(query: Query, words: Set[str]) -> float:
     full there, and only at SLOT_WEIGHT in the query's mass)."""
     if not query.known_mass or query.known is None:
         return 0.0
-    return min(1.0, sum(weight for w, weight in query.known.items() if w in words) / query.known_mass)
+    return min(1.0, query.weight_among(words) / query.known_mass)
 
 
 def identity_factor(query: Query, lesson: IndexedLesson) -> float:

@@ -45,7 +45,6 @@ from lessons.ranking import (
     RECOMMEND_CONFIDENCE,
     RECOMMEND_MIN_CONFIDENCE,
     RECOMMEND_THRESHOLD,
-    Clues,
     IndexedLesson,
     LessonIndex,
     Query,
@@ -71,8 +70,9 @@ SAVE_NOW_SIGNATURES = 200
 SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
 LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
-# A scored recommendation: (score, relevance, success statistic, name, matched line, clues).
-Ranked = tuple[float, float, float, str, str, Clues]
+# A scored recommendation: (score, relevance, success statistic, name, matched line, the query of the line read
+# as a message, for the clues).
+Ranked = tuple[float, float, float, str, str, Query | None]
 
 
 ALIAS_WINDOW_SECONDS = 3_600.0  # an outcome reported later than this after the lookup teaches no wording
@@ -468,7 +468,7 @@ class LessonService:
             index = self.index
             query = index.prepare(message, count_unknown=True)
             context = index.prepare(extra_query) if extra_query is not None else None
-            scored: list[tuple[float, float, str, Clues]] = []
+            scored: list[tuple[float, float, str]] = []
             size = len(index.lessons)
             kind = type_key(pattern.type)
             for name in index.candidates([query]):
@@ -477,11 +477,12 @@ class LessonService:
                 if context is not None and context.known_mass:
                     explained = sum(w for word, w in (context.known or {}).items() if word in lesson.all_evidence)
                     score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained / context.known_mass
-                scored.append((score, statistic_of(self.records[name]), name, clues(index, query, lesson)))
+                scored.append((score, statistic_of(self.records[name]), name))
             # Abstention by fitted confidence (see ranking.FIND_CONFIDENCE) above the score floor the model was
             # fitted over (below it the model would extrapolate).
             chances = confident(
-                [(s[0], s[3]) for s in scored],
+                [s[0] for s in scored],
+                lambda i: clues(index, query, index.lessons[scored[i][2]]),
                 size,
                 FIND_CONFIDENCE,
                 FIND_MIN_CONFIDENCE,
@@ -490,7 +491,7 @@ class LessonService:
             )
             sure = [
                 (score, statistic, name, chance)
-                for (score, statistic, name, _), chance in zip(scored, chances, strict=True)
+                for (score, statistic, name), chance in zip(scored, chances, strict=True)
                 if chance is not None
             ]
             top = best_first(
@@ -546,7 +547,7 @@ class LessonService:
                         statistic,
                         name,
                         line,
-                        clues(index, strict_of.get(id(winner)), lesson),
+                        strict_of.get(id(winner)),
                     )
                 )
             top = best_first(
@@ -576,7 +577,8 @@ class LessonService:
         over the best other relevance, its clues and the store size; see ranking.RECOMMEND_CONFIDENCE)."""
         index = self.index
         chances = confident(
-            [(r[1], r[5]) for r in ranked],
+            [r[1] for r in ranked],
+            lambda i: clues(index, ranked[i][5], index.lessons[ranked[i][3]]),
             len(index.lessons),
             RECOMMEND_CONFIDENCE,
             RECOMMEND_MIN_CONFIDENCE,
