@@ -279,7 +279,8 @@ def evidence_words(text: str) -> frozenset[str]:
         text = _replace(pattern, text, " ")
     text = _replace(PATH, text, _file_name)
     words: set[str] = set()
-    for word in [*WORD.findall(text), *_quoted_words(text)]:
+    # Each word once (a log repeats most of its words), in the order first met: the set is built as before.
+    for word in dict.fromkeys([*WORD.findall(text), *_quoted_words(text)]):
         words.update(word_terms(word))
     return frozenset(words)
 
