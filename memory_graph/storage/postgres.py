@@ -68,6 +68,7 @@ CONNECT_TIMEOUT_SECONDS = 5
 # between two (each fetch is one call that holds the interpreter), large enough that round trips do not count.
 LOAD_BATCH_ROWS = 2_000
 GIVE_WAY_SECONDS = 5.0  # the longest a load waits, in all, for reads answered beside it
+READ_WHILE_LOADING_SECONDS = 60.0  # the longest one read answered from the database while loading may run
 CLOSE_WAIT_SECONDS = 10.0  # the longest close() waits for a running load to stop at its next batch
 BULK_ROWS = 500  # from this many rows a commit copies them in (COPY) instead of one statement per row
 IDLE_POLL_SECONDS = 30.0  # an idle subscriber also looks this often, in case a notification was missed
@@ -340,12 +341,20 @@ class DatabaseReads:
 
     def _touching(self, names: str) -> str:
         """SQL for how many relations have an end among the `name` column of the CTE `names`: those from one, plus
-        those to one, less those both from and to one (counted in the same pass as the first, against the names
-        hashed), each from an end's index alone: it holds the other end and the scope, so no row is read."""
+        those to one, less those both from and to one (counted in the same pass as the first, joined to the names),
+        each from an end's index alone: it holds the other end and the scope, so no row is read.
+
+        The relations from a match are joined to the matches' names, not tested with `IN (SELECT ...)` beside the
+        count: the planner hashes such a test only while the names fit in `work_mem`, and past that (a search
+        matching 800,000 of 1M entities) it compared every relation with every match, which ran for hours. A join
+        is hashed in batches at any size (that search: 9 s)."""
         scope = self._scope("r.")
         joined = f"FROM {names} JOIN memory_graph_records r ON {scope} AND r.relation_"
-        both = f"count(*) FILTER (WHERE r.relation_to IN (SELECT name FROM {names}))"
-        return f"(SELECT count(*) - {both} {joined}from = {names}.name) + (SELECT count(*) {joined}to = {names}.name)"
+        both = f"LEFT JOIN (SELECT DISTINCT name FROM {names}) both_ends ON both_ends.name = r.relation_to"
+        return (
+            f"(SELECT count(*) - count(both_ends.name) {joined}from = {names}.name {both}) "
+            f"+ (SELECT count(*) {joined}to = {names}.name)"
+        )
 
     @property
     def _touching_parameters(self) -> list[Any]:
@@ -378,9 +387,18 @@ class DatabaseReads:
             with store._connection() as conn:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 conn.execute("SET LOCAL jit = off")  # compiling took longer than these short queries run
+                # A bound on what a read can cost the database: past it the call waits for the load instead, and
+                # a server killed while a broad read runs leaves the database busy for that long at most.
+                bound = store.read_while_loading_seconds
+                conn.execute(f"SET LOCAL statement_timeout = {max(1, round(bound * 1000))}")
                 rows = conn.execute(sql, parameters).fetchall()
                 conn.commit()
                 return rows
+        except psycopg.errors.QueryCanceled as exc:
+            raise StorageError(
+                f"the database {safe_url(store.url)} took more than {store.read_while_loading_seconds:g} s to answer a "
+                "read while the memory loads"
+            ) from exc
         except psycopg.OperationalError as exc:
             raise store._unreachable(exc) from exc
         except psycopg.Error as exc:  # (a database the load has not migrated yet has no search function)
@@ -483,6 +501,7 @@ class PostgresStore(StoreEngine):
         self._reads_answering = 0  # reads while loading now running (the load gives way to them)
         self._reads_done = threading.Condition()
         self._give_way_left = GIVE_WAY_SECONDS
+        self.read_while_loading_seconds = READ_WHILE_LOADING_SECONDS
 
     @property
     def location(self) -> str:

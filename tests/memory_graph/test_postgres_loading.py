@@ -290,6 +290,68 @@ def test_a_cut_answer_while_loading_counts_what_a_loaded_server_counts(
         load.finish()
 
 
+def test_a_read_the_database_takes_too_long_over_is_cancelled_and_answered_after_the_load(
+    held: tuple[Services, HeldLoad], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A read that runs past its bound (here: blocked by another session's lock on the records) is cancelled by the
+    # database, not left running, and the call is answered once the load is done, as a loaded server answers it.
+    loaded, load = held
+    load.services.store.read_while_loading_seconds = 0.2  # type: ignore[attr-defined]
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    blocker = psycopg.connect(url)
+    try:
+        blocker.execute("SET lock_timeout = '5s'")
+        blocker.execute("LOCK TABLE memory_graph_records IN ACCESS EXCLUSIVE MODE")
+        done: list[KnowledgeGraph] = []
+        caller = threading.Thread(target=lambda: done.append(load.services.graph.search_nodes("deploy")), daemon=True)
+        with caplog.at_level("INFO", logger="memory_graph.graph"):
+            caller.start()
+            deadline = time.monotonic() + WAIT
+            while "answering after the load instead" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert "took more than 0.2 s to answer a read" in caplog.text
+        assert not done  # it now waits for the load, which is still held
+        waiting = sql(url, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        assert waiting == [(0,)]  # the cancelled read no longer waits in the database
+    finally:
+        blocker.rollback()
+        blocker.close()
+    load.finish()
+    caller.join(WAIT)
+    assert done == [loaded.graph.search_nodes("deploy")]
+
+
+def test_counting_the_relations_of_many_matches_joins_them_instead_of_testing_each_relation(
+    held: tuple[Services, HeldLoad], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Relations with both ends among the matches were once counted by an `IN (SELECT ...)` test beside the count,
+    # which the planner runs as a subplan: hashed while the matches' names fit in work_mem, and past that (a search
+    # matching most of a 1M-entity memory) compared with every relation in turn, for hours. That size cannot be
+    # built here, so the statement's plan is checked: no subplan at all, whatever work_mem allows.
+    _, load = held
+    statements: list[tuple[str, list[Any]]] = []
+    reads = load.services.store.reads_while_loading()
+    query = reads._query  # type: ignore[union-attr]
+
+    def recorded(statement: str, parameters: list[Any]) -> list[tuple[Any, ...]]:
+        statements.append((statement, parameters))
+        return query(statement, parameters)
+
+    monkeypatch.setattr(reads, "_query", recorded)
+    answer = load.services.graph.search_nodes("deploy")
+    assert answer.entities and load.loader.is_alive()
+    counting = [(text, parameters) for text, parameters in statements if "count(" in text]
+    assert counting, "the search counted nothing in the database"
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET work_mem = '64kB'")
+        for text, parameters in counting:
+            plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + text, parameters).fetchall())
+            assert "SubPlan" not in plan, plan
+
+
 def test_the_searchable_text_has_a_trigram_index_the_database_uses(tmp_path: Path) -> None:
     fill(open_services(tmp_path))
     url = Engine.database_url(tmp_path)
