@@ -138,10 +138,12 @@ _NEEDED: dict[re.Pattern[str], tuple[str, ...]] = {
 # edge fails or passes alike on white space and on the text's end: replacing in each run gives the text that
 # replacing in the whole gave, without trying the pattern at every position of the runs that have none of the
 # characters. (PATH tried at each position of a 200-line log cost 1.3 ms of the 3 spent on its evidence; each
-# position of the run search costs a few times less.) Not TIMESTAMP: a date and its time are apart by a space.
+# position of the run search costs a few times less.) Not TIMESTAMP: a date and its time are apart by a space. A
+# run is told by the first character of each of the pattern's needed texts (every match holds one of them).
 _RUNS: dict[re.Pattern[str], re.Pattern[str]] = {
-    pattern: re.compile(rf"(?<!\S)[^\s{re.escape(chars)}]*+[{re.escape(chars)}]\S*+")
-    for pattern, chars in ((URL, ":"), (ADDRESS, ".:"), (PATH, "/\\."))
+    pattern: re.compile(rf"(?<!\S)[^\s{chars}]*+[{chars}]\S*+")
+    for pattern in (URL, ADDRESS, PATH)
+    for chars in [re.escape("".join(sorted({needed[0] for needed in _NEEDED[pattern]})))]
 }
 
 # Words so common in error output that they say nothing about which error it is.

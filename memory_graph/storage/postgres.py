@@ -383,21 +383,20 @@ class DatabaseReads:
 
     def _query(self, sql: str, parameters: list[Any]) -> list[tuple[Any, ...]]:
         store = self._store
+        # A bound on what a read can cost the database: past it the call waits for the load instead, and a server
+        # killed while a broad read runs leaves the database busy for that long at most.
+        bound = store.read_while_loading_seconds
         try:
             with store._connection() as conn:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 conn.execute("SET LOCAL jit = off")  # compiling took longer than these short queries run
-                # A bound on what a read can cost the database: past it the call waits for the load instead, and
-                # a server killed while a broad read runs leaves the database busy for that long at most.
-                bound = store.read_while_loading_seconds
                 conn.execute(f"SET LOCAL statement_timeout = {max(1, round(bound * 1000))}")
                 rows = conn.execute(sql, parameters).fetchall()
                 conn.commit()
                 return rows
         except psycopg.errors.QueryCanceled as exc:
             raise StorageError(
-                f"the database {safe_url(store.url)} took more than {store.read_while_loading_seconds:g} s to answer a "
-                "read while the memory loads"
+                f"the database {safe_url(store.url)} took more than {bound:g} s to answer a read while the memory loads"
             ) from exc
         except psycopg.OperationalError as exc:
             raise store._unreachable(exc) from exc
