@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import islice, repeat
+from itertools import chain, islice, repeat
+from operator import itemgetter
 from sys import intern
 from typing import Any
 
@@ -131,6 +132,12 @@ SMALL_DEGREE = 8
 DEGREE_SAMPLE = 64  # names whose relations estimate how many a set of names touches (count_relations_touching)
 
 
+def _long_array(data: bytes) -> array[int]:
+    numbers = array("q")
+    numbers.frombytes(data)
+    return numbers
+
+
 @dataclass
 class Matched:
     """How much a search matched when the answer is built from its leading entities only."""
@@ -159,12 +166,28 @@ class GraphState:
         return code_tag([__file__, search_module.__file__], str(array("i").itemsize), sys.byteorder)
 
     def snapshot_state(self) -> dict[str, Any]:
+        """The tables as columns, names as their places in one table (the entities' names, then the relation ends
+        that name no entity): the names' tables in the entities' order, the relations as their ends' places and
+        types, and each name's relations as places among the relations. Kept as dicts of key tuples, every
+        `by_node` entry came back with copies of its keys (a tuple more per relation end: 38 MB at 100k entities),
+        and reading the names again and again was most of a restart's restore."""
+        names = list(self.entities)
+        names.extend(name for name in self.by_node if name not in self.entities)  # every relation end is there
+        place = dict(zip(names, range(len(names)), strict=True))
+        keys = list(self.relations)
+        position = dict(zip(keys, range(len(keys)), strict=True))
         return {
             "entities": self.entities,
-            "home": self.home,
-            "relations": self.relations,
-            "by_node": self.by_node,
-            "ordinal": self._ordinal,
+            "other_ends": names[len(self.entities) :],
+            "homes": [self.home[name] for name in self.entities],
+            "ordinals": array("q", map(self._ordinal.__getitem__, self.entities)).tobytes(),
+            "relation_from": array("q", map(place.__getitem__, map(itemgetter(0), keys))).tobytes(),
+            "relation_to": array("q", map(place.__getitem__, map(itemgetter(1), keys))).tobytes(),
+            "relation_type": [key[2] for key in keys],
+            "relation_ordinals": array("q", self.relations.values()).tobytes(),
+            "touched": array("q", map(place.__getitem__, self.by_node)).tobytes(),
+            "degrees": array("q", map(len, self.by_node.values())).tobytes(),
+            "touching": array("q", map(position.__getitem__, chain.from_iterable(self.by_node.values()))).tobytes(),
             "next_ordinal": self._next_ordinal,
             "index": self.index.snapshot_state(),
         }
@@ -172,13 +195,32 @@ class GraphState:
     def restore_state(self, state: dict[str, Any]) -> None:
         index = SubstringIndex()
         index.restore_state(state["index"])
-        entities, home, ordinal = dict(state["entities"]), dict(state["home"]), dict(state["ordinal"])
-        relations, by_node, next_ordinal = dict(state["relations"]), dict(state["by_node"]), int(state["next_ordinal"])
-        if not (len(entities) == len(home) == len(ordinal)):
+        entities = dict(state["entities"])
+        homes, ordinals = state["homes"], _long_array(state["ordinals"])
+        if not (len(entities) == len(homes) == len(ordinals)):
             raise ValueError("the graph's entity tables differ in length")
+        names = [*entities, *state["other_ends"]]
+        name_at = names.__getitem__  # (an IndexError for a place past the table)
+        starts, ends = _long_array(state["relation_from"]), _long_array(state["relation_to"])
+        types, relation_ordinals = state["relation_type"], _long_array(state["relation_ordinals"])
+        if not (len(starts) == len(ends) == len(types) == len(relation_ordinals)):
+            raise ValueError("the graph's relation columns differ in length")
+        keys = list(zip(map(name_at, starts), map(name_at, ends), types, strict=True))
+        touched, degrees = _long_array(state["touched"]), _long_array(state["degrees"])
+        touching = _long_array(state["touching"])
+        if len(touched) != len(degrees) or sum(degrees) != len(touching):
+            raise ValueError("the graph's relations by name do not add up")
+        held = map(keys.__getitem__, touching)
+        by_node: dict[str, tuple[RelationKey, ...] | set[RelationKey]] = {}
+        for name, degree in zip(map(name_at, touched), degrees, strict=True):
+            found = tuple(islice(held, degree))
+            by_node[name] = found if degree <= SMALL_DEGREE else set(found)
         # All read before any is taken: a state that fails leaves the graph as it was (empty).
-        self.entities, self.home, self._ordinal, self.index = entities, home, ordinal, index
-        self.relations, self.by_node, self._next_ordinal = relations, by_node, next_ordinal
+        self.entities, self.index, self.by_node = entities, index, by_node
+        self.home = dict(zip(entities, homes, strict=True))
+        self._ordinal = dict(zip(entities, ordinals, strict=True))
+        self.relations = dict(zip(keys, relation_ordinals, strict=True))
+        self._next_ordinal = int(state["next_ordinal"])
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         for key in removed:

@@ -209,6 +209,42 @@ def test_a_file_with_twice_written_records_and_blank_lines_is_restored_as_loaded
     assert (folder / "memory.json").read_text(encoding="utf-8") == text  # a restore writes nothing
 
 
+def test_a_restore_shares_each_relation_key_and_keeps_relations_whose_ends_name_no_entity(tmp_path: Path) -> None:
+    """The snapshot keeps the relations as columns and each name's relations as places among them: a restore
+    makes each key once (each name's relations hold the very keys the relation table holds, as after a load),
+    keeps a hub's relations as a set, and keeps a relation to a name no entity has (official files can hold
+    them), self-relations included. (Dicts of key tuples written in chunks came back with copies of the keys.)"""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    folder.mkdir()
+    records: list[dict[str, Any]] = [
+        {"type": "entity", "name": f"E{i}", "entityType": "thing", "observations": [f"o{i}"]} for i in range(30)
+    ]
+    records += [{"type": "relation", "from": "E0", "to": f"E{i}", "relationType": "owns"} for i in range(1, 20)]
+    # More relations than one chunk of the snapshot holds (snapshot.CHUNK_ITEMS), between the other entities.
+    records += [
+        {"type": "relation", "from": f"E{20 + i % 10}", "to": f"E{20 + i * 7 % 10}", "relationType": f"r{i}"}
+        for i in range(6_000)
+    ]
+    records += [
+        {"type": "relation", "from": "E5", "to": "Nobody", "relationType": "cites"},
+        {"type": "relation", "from": "Ghost", "to": "E6", "relationType": "haunts"},
+        {"type": "relation", "from": "E7", "to": "E7", "relationType": "mirrors"},
+    ]
+    (folder / "memory.json").write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    snapshot_written(folder, cache)
+    again = restarted(folder, cache)
+    assert isinstance(again.store, Store) and again.store.restored_from_snapshot
+    state = again.graph.state
+    table = {id(key) for key in state.relations}
+    assert all(id(key) in table for held in state.by_node.values() for key in held)
+    assert isinstance(state.by_node["E0"], set) and len(state.by_node["E0"]) == 19
+    assert state.by_node["Nobody"] == (("E5", "Nobody", "cites"),)
+    assert state.by_node["E7"] == (("E0", "E7", "owns"), ("E7", "E7", "mirrors"))  # in the order they were made
+    assert answers(again) == answers(services(folder, tmp_path / "fresh"))
+    ghost = again.graph.read_graph().model_dump(by_alias=True)["relations"]
+    assert {"from": "Ghost", "to": "E6", "relationType": "haunts"} in ghost
+
+
 def test_a_first_start_holds_its_shards_by_their_keys_once_the_snapshot_is_written(tmp_path: Path) -> None:
     """As a restart does: the lines are read back from the file when a write needs them, twice-written records
     and blank lines included, and another server follows the writes."""
