@@ -426,19 +426,18 @@ class SubstringIndex:
 
     # -- the start snapshot ----------------------------------------------------------------------------------------
     def snapshot_state(self) -> dict[str, Any]:
-        """Everything the index holds, as plain containers (arrays as their bytes)."""
+        """Everything the index holds, as plain containers (arrays as their bytes). The maps from a name, word or
+        stem to its place are left out: each is its list read in order (places are handed out in order, and a
+        name's place is its live document's), which a restore rebuilds sooner than it reads them."""
         return {
-            "doc_of": self._doc_of,
             "names": self._names,
             "texts": self._texts,
             "lengths": self._lengths.tobytes(),
             "fields_with_separator": self._fields_with_separator,
             "pending": list(self._pending),
-            "word_ids": self._word_ids,
             "words": self._words,
             "stem_of_word": self._stem_of_word.tobytes(),
             "words_with_gram": {gram: ids.tobytes() for gram, ids in self._words_with_gram.items()},
-            "stem_ids": self._stem_ids,
             "stems": self._stems,
             "postings": [docs.tobytes() for docs in self._postings],
             "held": self._held.tobytes(),
@@ -457,11 +456,17 @@ class SubstringIndex:
             raise ValueError("the search index's tables differ in length")
         if not (len(stems) == len(postings) == len(held)):
             raise ValueError("the search index's stems and postings differ in length")
-        self._doc_of, self._names, self._texts, self._lengths = dict(state["doc_of"]), names, texts, lengths
+        doc_of = dict(zip(names, range(len(names)), strict=True))
+        doc_of.pop(None, None)  # (dead documents)
+        word_ids = dict(zip(words, range(len(words)), strict=True))
+        stem_ids = dict(zip(stems, range(len(stems)), strict=True))
+        if len(doc_of) != len(names) - names.count(None) or len(word_ids) != len(words) or len(stem_ids) != len(stems):
+            raise ValueError("the search index names a document, word or stem twice")
+        self._doc_of, self._names, self._texts, self._lengths = doc_of, names, texts, lengths
         self._fields_with_separator = dict(state["fields_with_separator"])
         self._pending = dict.fromkeys(state["pending"])
-        self._word_ids, self._words, self._stem_of_word = dict(state["word_ids"]), words, stem_of_word
-        self._words_with_gram, self._stem_ids = grams, dict(state["stem_ids"])
+        self._word_ids, self._words, self._stem_of_word = word_ids, words, stem_of_word
+        self._words_with_gram, self._stem_ids = grams, stem_ids
         self._stems, self._postings, self._held = stems, postings, held
         self._live, self._dead, self._total_length, self._warm = int(live), int(dead), int(total_length), bool(warm)
 
