@@ -1,0 +1,109 @@
+"""What a restart's restore of the start snapshot costs, in process: a memory of N entities (3 observations each)
+and 2N relations is written in the official format and loaded once; its snapshot is saved (timed: `held_s` is the
+part made with the store held, which calls wait for, `save_s` that and the write); then a fresh process restores
+it (timed:
+`store.open()`, what a restart does before its first answer) and reports its RSS once the restore is done and the
+freed heap is handed back. Pass `--code` to measure another checkout (a `git worktree`) alternately in the same run.
+
+    .venv/bin/python bench/restore_bench.py --entities 100000 --runs 3
+    .venv/bin/python bench/restore_bench.py --entities 100000 --runs 3 --code /path/to/other/worktree
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import alternate
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def services(folder: Path) -> Any:
+    from memory_graph.app import build_services
+    from memory_graph.config import Settings
+
+    os.environ.update(MEMORY_FILE_PATH=str(folder / "memory.json"), XDG_CACHE_HOME=str(folder / "cache"))
+    return build_services(Settings.from_env())
+
+
+def restore(folder: Path) -> dict[str, float]:
+    built = services(folder)
+    started = time.perf_counter()
+    built.store.open()
+    seconds = time.perf_counter() - started
+    assert built.store.restored_from_snapshot, "the snapshot was not restored"
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return {"restore_s": seconds, "rss_mb": rss_mb()}
+
+
+def measure(entities: int) -> dict[str, float]:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from startup_bench import write_memory
+
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        write_memory(folder / "memory.json", entities)
+        first = services(folder)
+        first.store.open()
+        first.graph.warm_up()
+        from memory_graph.storage import engine  # (it writes the file)
+
+        write, writing = engine.write_snapshot, []
+
+        def timed_write(path: Path, content: bytes) -> None:
+            started = time.perf_counter()
+            write(path, content)
+            writing.append(time.perf_counter() - started)
+
+        engine.write_snapshot = timed_write
+        started = time.perf_counter()
+        assert first.store.save_snapshot()
+        saved = time.perf_counter() - started
+        size = sum(p.stat().st_size for p in (folder / "cache").rglob("*.bin")) / 1e6
+        first.store.close()
+        command = [sys.executable, __file__, "--restore", str(folder)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ)
+        restored = json.loads(done.stdout.strip().splitlines()[-1])
+        return {"held_s": saved - sum(writing), "save_s": saved, "snapshot_mb": size, **restored}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entities", type=int, default=100_000)
+    parser.add_argument("--restore", help=argparse.SUPPRESS)
+    alternate.add_arguments(parser)
+    args = parser.parse_args()
+    if args.restore:
+        print(json.dumps(restore(Path(args.restore))))
+        return
+    if args.child:
+        print(json.dumps(measure(args.entities)))
+        return
+    for label, runs in alternate.run_alternately(__file__, ["--entities", str(args.entities)], args).items():
+        figures = {key: [run[key] for run in runs] for key in runs[0]}
+        shown = "; ".join(
+            f"{key} {statistics.median(values):.2f} ({', '.join(f'{v:.2f}' for v in values)})"
+            for key, values in figures.items()
+        )
+        print(f"{label}: {shown}")
+
+
+if __name__ == "__main__":
+    main()
