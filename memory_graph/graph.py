@@ -215,12 +215,11 @@ class GraphState:
         for name, degree in zip(map(name_at, touched), degrees, strict=True):
             found = tuple(islice(held, degree))
             by_node[name] = found if degree <= SMALL_DEGREE else set(found)
+        home, ordinal = dict(zip(entities, homes, strict=True)), dict(zip(entities, ordinals, strict=True))
+        relations, next_ordinal = dict(zip(keys, relation_ordinals, strict=True)), int(state["next_ordinal"])
         # All read before any is taken: a state that fails leaves the graph as it was (empty).
-        self.entities, self.index, self.by_node = entities, index, by_node
-        self.home = dict(zip(entities, homes, strict=True))
-        self._ordinal = dict(zip(entities, ordinals, strict=True))
-        self.relations = dict(zip(keys, relation_ordinals, strict=True))
-        self._next_ordinal = int(state["next_ordinal"])
+        self.entities, self.index, self.by_node, self.home, self._ordinal = entities, index, by_node, home, ordinal
+        self.relations, self._next_ordinal = relations, next_ordinal
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         for key in removed:

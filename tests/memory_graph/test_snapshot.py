@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import zlib
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from lessons.model import ErrorQuery, LessonInput
 from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
 from memory_graph.errors import StaleShardError
+from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.storage import Store
 from tests.conftest import Engine
@@ -243,6 +245,38 @@ def test_a_restore_shares_each_relation_key_and_keeps_relations_whose_ends_name_
     assert answers(again) == answers(services(folder, tmp_path / "fresh"))
     ghost = again.graph.read_graph().model_dump(by_alias=True)["relations"]
     assert {"from": "Ghost", "to": "E6", "relationType": "haunts"} in ghost
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"next_ordinal": None},
+        {"relation_to": array("q", [0, 99]).tobytes()},  # a place past the name table
+        {"degrees": array("q", [1, 1, 1]).tobytes()},  # not adding up to the places held
+        {"homes": ["memory"]},  # shorter than the entities
+    ],
+)
+def test_a_graph_state_that_cannot_be_restored_leaves_the_graph_as_it_was(damage: dict[str, Any]) -> None:
+    live = GraphState()
+    live.records_changed(
+        "memory",
+        [],
+        [
+            {"type": "entity", "name": "A", "entityType": "t", "observations": ["o"]},
+            {"type": "entity", "name": "B", "entityType": "t", "observations": []},
+            {"type": "relation", "from": "A", "to": "B", "relationType": "knows"},
+            {"type": "relation", "from": "B", "to": "A", "relationType": "knows"},
+        ],
+    )
+    state = live.snapshot_state()
+    restored = GraphState()
+    restored.restore_state(state)
+    assert (restored.entities, restored.relations, restored.by_node) == (live.entities, live.relations, live.by_node)
+    untouched = GraphState()
+    with pytest.raises((TypeError, ValueError, IndexError)):
+        untouched.restore_state({**state, **damage})
+    assert not untouched.entities and not untouched.relations and not untouched.by_node and not untouched.home
+    assert not untouched.index.matching("o")
 
 
 def test_a_first_start_holds_its_shards_by_their_keys_once_the_snapshot_is_written(tmp_path: Path) -> None:
