@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, islice, repeat
-from operator import itemgetter
+from operator import itemgetter, mul
 from sys import intern
 from typing import Any
 
@@ -176,6 +176,11 @@ class GraphState:
         place = dict(zip(names, range(len(names)), strict=True))
         keys = list(self.relations)
         position = dict(zip(keys, range(len(keys)), strict=True))
+        # Each name's relations grouped by how many they are (a restore makes each group's tuples in one pass), in
+        # the order of `by_node` within a group.
+        by_degree = sorted(self.by_node.items(), key=lambda item: len(item[1]))
+        runs = sorted(Counter(map(len, self.by_node.values())).items())  # (relations, names with that many)
+        touching = map(position.__getitem__, chain.from_iterable(map(itemgetter(1), by_degree)))
         return {
             "entities": self.entities,
             "other_ends": names[len(self.entities) :],
@@ -185,9 +190,9 @@ class GraphState:
             "relation_to": array("q", map(place.__getitem__, map(itemgetter(1), keys))).tobytes(),
             "relation_type": [key[2] for key in keys],
             "relation_ordinals": array("q", self.relations.values()).tobytes(),
-            "touched": array("q", map(place.__getitem__, self.by_node)).tobytes(),
-            "degrees": array("q", map(len, self.by_node.values())).tobytes(),
-            "touching": array("q", map(position.__getitem__, chain.from_iterable(self.by_node.values()))).tobytes(),
+            "touched": array("q", map(place.__getitem__, map(itemgetter(0), by_degree))).tobytes(),
+            "degree_runs": array("q", chain.from_iterable(runs)).tobytes(),
+            "touching": array("q", touching).tobytes(),
             "next_ordinal": self._next_ordinal,
             "index": self.index.snapshot_state(),
         }
@@ -206,15 +211,18 @@ class GraphState:
         if not (len(starts) == len(ends) == len(types) == len(relation_ordinals)):
             raise ValueError("the graph's relation columns differ in length")
         keys = list(zip(map(name_at, starts), map(name_at, ends), types, strict=True))
-        touched, degrees = _long_array(state["touched"]), _long_array(state["degrees"])
-        touching = _long_array(state["touching"])
-        if len(touched) != len(degrees) or sum(degrees) != len(touching):
+        touched, touching, runs = (_long_array(state[field]) for field in ("touched", "touching", "degree_runs"))
+        degrees, counts = runs[::2], runs[1::2]
+        if len(touched) != sum(counts) or len(touching) != sum(map(mul, degrees, counts)) or min(runs, default=1) < 1:
             raise ValueError("the graph's relations by name do not add up")
-        held = map(keys.__getitem__, touching)
+        held, named = map(keys.__getitem__, touching), map(name_at, touched)
         by_node: dict[str, tuple[RelationKey, ...] | set[RelationKey]] = {}
-        for name, degree in zip(map(name_at, touched), degrees, strict=True):
-            found = tuple(islice(held, degree))
-            by_node[name] = found if degree <= SMALL_DEGREE else set(found)
+        for degree, count in zip(degrees, counts, strict=True):
+            group = islice(held, degree * count)
+            if degree <= SMALL_DEGREE:
+                by_node.update(zip(islice(named, count), zip(*[group] * degree, strict=True), strict=True))
+            else:  # hubs, a few
+                by_node.update((name, set(islice(group, degree))) for name in islice(named, count))
         home, ordinal = dict(zip(entities, homes, strict=True)), dict(zip(entities, ordinals, strict=True))
         relations, next_ordinal = dict(zip(keys, relation_ordinals, strict=True)), int(state["next_ordinal"])
         # All read before any is taken: a state that fails leaves the graph as it was (empty).

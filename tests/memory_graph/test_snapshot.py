@@ -252,7 +252,8 @@ def test_a_restore_shares_each_relation_key_and_keeps_relations_whose_ends_name_
     [
         {"next_ordinal": None},
         {"relation_to": array("q", [0, 99]).tobytes()},  # a place past the name table
-        {"degrees": array("q", [1, 1, 1]).tobytes()},  # not adding up to the places held
+        {"degree_runs": array("q", [1, 3]).tobytes()},  # not adding up to the places held
+        {"degree_runs": array("q", [2, 1, 2]).tobytes()},  # a degree without its count
         {"homes": ["memory"]},  # shorter than the entities
     ],
 )
