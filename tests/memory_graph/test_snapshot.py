@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import marshal
 import os
+import random
 import subprocess
 import sys
 import time
@@ -278,6 +280,65 @@ def test_a_graph_state_that_cannot_be_restored_leaves_the_graph_as_it_was(damage
         untouched.restore_state({**state, **damage})
     assert not untouched.entities and not untouched.relations and not untouched.by_node and not untouched.home
     assert not untouched.index.matching("o")
+
+
+def random_graph(rng: random.Random) -> GraphState:
+    """A graph heard through random changes, as a store feeds it: entities put again and removed (dead search
+    documents), relations to names no entity has, self-relations, hubs that shrink back under SMALL_DEGREE."""
+    state = GraphState()
+    names = [f"N{i}" for i in range(30)] + ["Ünïcode é", "sp ace", "Ghost"]
+    words = ["deploy", "kernel", "cache", "mocha", "running", "data", "base", "spouse"]
+    for _ in range(rng.randint(20, 300)):
+        roll, name = rng.random(), rng.choice(names)
+        if roll < 0.3:
+            observations = [" ".join(rng.sample(words, 2)) for _ in range(rng.randint(0, 3))]
+            record = {
+                "type": "entity",
+                "name": name,
+                "entityType": rng.choice(["t", "u"]),
+                "observations": observations,
+            }
+            state.records_changed("memory", [], [record])
+        elif roll < 0.65:
+            end = name if rng.random() < 0.1 else rng.choice(names)
+            relation = {"type": "relation", "from": rng.choice(names), "to": end, "relationType": rng.choice("ab")}
+            state.records_changed("memory", [], [relation])
+        elif roll < 0.8 and state.relations:
+            start, end, kind = rng.choice(list(state.relations))
+            state.records_changed("memory", [("relation", start, end, kind)], [])
+        elif roll < 0.9:
+            state.records_changed("memory", [("entity", name)], [])
+        else:  # a hub, then some of its relations gone
+            made = [{"type": "relation", "from": name, "to": f"H{i}", "relationType": "h"} for i in range(12)]
+            state.records_changed("memory", [], made)
+            gone = [("relation", name, f"H{i}", "h") for i in rng.sample(range(12), rng.randint(0, 12))]
+            state.records_changed("memory", gone, [])
+    state.index.index_some(rng.randint(0, len(state.entities)))
+    return state
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(seed: int) -> None:
+    live = random_graph(random.Random(seed))
+    restored = GraphState()
+    restored.restore_state(marshal.loads(marshal.dumps(live.snapshot_state())))  # as the snapshot file holds it
+    assert list(restored.entities.items()) == list(live.entities.items())
+    assert (restored.home, restored._ordinal) == (live.home, live._ordinal)
+    assert list(restored.relations.items()) == list(live.relations.items())  # creation ordinals and order
+    assert restored._next_ordinal == live._next_ordinal
+    assert restored.by_node.keys() == live.by_node.keys()
+    for name, held in live.by_node.items():
+        # A tuple keeps its order (creation order); a hub's set its members (one shrunk to 8 or fewer may come
+        # back as a tuple, which every reader takes alike).
+        assert restored.by_node[name] == held if isinstance(held, tuple) else set(restored.by_node[name]) == held
+    shared = {id(key) for key in restored.relations}
+    assert all(id(key) in shared for held in restored.by_node.values() for key in held)
+    assert restored.index.snapshot_state() == live.index.snapshot_state()
+    index, again = live.index, restored.index
+    assert list(again._doc_of.items()) == list(index._doc_of.items())
+    assert (again._word_ids, again._stem_ids) == (index._word_ids, index._stem_ids)
+    for query in ("deploy", "N1", "sp", "Ghost", "data base"):
+        assert again.matching(query) == index.matching(query)
 
 
 def test_a_first_start_holds_its_shards_by_their_keys_once_the_snapshot_is_written(tmp_path: Path) -> None:
