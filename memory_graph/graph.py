@@ -53,6 +53,7 @@ from memory_graph.search import (
     check_query,
     closest_name,
     fuse,
+    int_array,
     narrowing_fragments,
     prepare,
     substring_words,
@@ -132,12 +133,6 @@ SMALL_DEGREE = 8
 DEGREE_SAMPLE = 64  # names whose relations estimate how many a set of names touches (count_relations_touching)
 
 
-def _long_array(data: bytes) -> array[int]:
-    numbers = array("q")
-    numbers.frombytes(data)
-    return numbers
-
-
 @dataclass
 class Matched:
     """How much a search matched when the answer is built from its leading entities only."""
@@ -202,17 +197,17 @@ class GraphState:
         index = SubstringIndex()
         index.restore_state(state["index"])
         entities = dict(state["entities"])
-        homes, ordinals = state["homes"], _long_array(state["ordinals"])
+        homes, ordinals = state["homes"], int_array(state["ordinals"], "q")
         if not (len(entities) == len(homes) == len(ordinals)):
             raise ValueError("the graph's entity tables differ in length")
         names = [*entities, *state["other_ends"]]
         name_at = names.__getitem__  # (an IndexError for a place past the table)
-        starts, ends = _long_array(state["relation_from"]), _long_array(state["relation_to"])
-        types, relation_ordinals = state["relation_type"], _long_array(state["relation_ordinals"])
+        starts, ends = int_array(state["relation_from"], "q"), int_array(state["relation_to"], "q")
+        types, relation_ordinals = state["relation_type"], int_array(state["relation_ordinals"], "q")
         if not (len(starts) == len(ends) == len(types) == len(relation_ordinals)):
             raise ValueError("the graph's relation columns differ in length")
         keys = list(zip(map(name_at, starts), map(name_at, ends), types, strict=True))
-        touched, touching, runs = (_long_array(state[field]) for field in ("touched", "touching", "degree_runs"))
+        touched, touching, runs = (int_array(state[field], "q") for field in ("touched", "touching", "degree_runs"))
         degrees, counts = runs[::2], runs[1::2]
         if len(touched) != sum(counts) or len(touching) != sum(map(mul, degrees, counts)) or min(runs, default=1) < 1:
             raise ValueError("the graph's relations by name do not add up")

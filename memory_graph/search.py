@@ -282,10 +282,11 @@ def _grams(word: str) -> set[str]:
     return {word[i : i + GRAM] for i in range(len(word) - GRAM + 1)}
 
 
-def _int_array(data: bytes) -> array[int]:
-    ids = array("i")
-    ids.frombytes(data)
-    return ids
+def int_array(data: bytes, typecode: str = "i") -> array[int]:
+    """An array of integers from its bytes (how the start snapshot keeps arrays)."""
+    numbers = array(typecode)
+    numbers.frombytes(data)
+    return numbers
 
 
 def _fields_of(text: str) -> list[tuple[int, str]]:
@@ -446,10 +447,10 @@ class SubstringIndex:
 
     def restore_state(self, state: dict[str, Any]) -> None:
         """Take a `snapshot_state` (of an empty index; every field is replaced, or none if the state is bad)."""
-        lengths, stem_of_word = _int_array(state["lengths"]), _int_array(state["stem_of_word"])
-        grams = {gram: _int_array(ids) for gram, ids in state["words_with_gram"].items()}
-        postings = [_int_array(docs) for docs in state["postings"]]
-        held = _int_array(state["held"])
+        lengths, stem_of_word = int_array(state["lengths"]), int_array(state["stem_of_word"])
+        grams = {gram: int_array(ids) for gram, ids in state["words_with_gram"].items()}
+        postings = [int_array(docs) for docs in state["postings"]]
+        held = int_array(state["held"])
         live, dead, total_length, warm = state["counts"]
         names, texts, words, stems = state["names"], state["texts"], state["words"], state["stems"]
         if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
