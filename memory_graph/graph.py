@@ -148,7 +148,9 @@ class GraphState:
 
     def __init__(self) -> None:
         self.entities: dict[str, dict[str, Any]] = {}
-        self.home: dict[str, str] = {}
+        # The entities a collection other than the memory's holds (lessons), by name: at a million entities a map
+        # of every name to its collection took half a second of each restart to rebuild.
+        self._elsewhere: dict[str, str] = {}
         self.relations: dict[RelationKey, int] = {}  # key -> creation ordinal
         # name -> the relations touching it: a tuple up to SMALL_DEGREE of them, a set past that (hubs)
         self.by_node: dict[str, tuple[RelationKey, ...] | set[RelationKey]] = {}
@@ -180,7 +182,7 @@ class GraphState:
         return {
             "entities": self.entities,
             "other_ends": names[len(self.entities) :],
-            "homes": [self.home[name] for name in self.entities],
+            "elsewhere": self._elsewhere,
             "ordinals": array("q", map(self._ordinal.__getitem__, self.entities)).tobytes(),
             "relation_from": array("q", map(place.__getitem__, map(itemgetter(0), keys))).tobytes(),
             "relation_to": array("q", map(place.__getitem__, map(itemgetter(1), keys))).tobytes(),
@@ -197,9 +199,9 @@ class GraphState:
         index = SubstringIndex()
         index.restore_state(state["index"])
         entities = dict(state["entities"])
-        homes, ordinals = state["homes"], int_array(state["ordinals"], "q")
-        if not (len(entities) == len(homes) == len(ordinals)):
-            raise ValueError("the graph's entity tables differ in length")
+        elsewhere, ordinals = dict(state["elsewhere"]), int_array(state["ordinals"], "q")
+        if len(entities) != len(ordinals) or not elsewhere.keys() <= entities.keys():
+            raise ValueError("the graph's entity tables differ")
         names = [*entities, *state["other_ends"]]
         name_at = names.__getitem__  # (an IndexError for a place past the table)
         starts, ends = int_array(state["relation_from"], "q"), int_array(state["relation_to"], "q")
@@ -219,24 +221,24 @@ class GraphState:
                 by_node.update(zip(islice(named, count), zip(*[group] * degree, strict=True), strict=True))
             else:  # hubs, a few
                 by_node.update((name, set(islice(group, degree))) for name in islice(named, count))
-        home, ordinal = dict(zip(entities, homes, strict=True)), dict(zip(entities, ordinals, strict=True))
+        ordinal = dict(zip(entities, ordinals, strict=True))
         relations, next_ordinal = dict(zip(keys, relation_ordinals, strict=True)), int(state["next_ordinal"])
         # All read before any is taken: a state that fails leaves the graph as it was (empty).
-        self.entities, self.index, self.by_node, self.home, self._ordinal = entities, index, by_node, home, ordinal
-        self.relations, self._next_ordinal = relations, next_ordinal
+        self.entities, self.index, self.by_node, self._ordinal = entities, index, by_node, ordinal
+        self._elsewhere, self.relations, self._next_ordinal = elsewhere, relations, next_ordinal
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         for key in removed:
             if key[0] == "relation":
                 self._drop_relation((key[1], key[2], key[3]))
-            elif self.home.get(key[1]) == collection:
+            elif self.home(key[1]) == collection:
                 self._drop_entity(key[1])
         for record in upserted:
             if record["type"] == "relation":
                 # Interned, the ends share the entities' name strings instead of holding copies of their own.
                 self._add_relation((intern(record["from"]), intern(record["to"]), intern(record["relationType"])))
             else:
-                if collection == LESSONS and self.home.get(record["name"]) == MEMORY:
+                if collection == LESSONS and self.home(record["name"]) == MEMORY:
                     # Trigger: another project wrote a shared lesson under a name this project's memory uses.
                     # Why: the project's own entity must not vanish behind it. Outcome: the entity stays; the
                     # lesson is not shown here (it is, in every project without that name).
@@ -247,7 +249,10 @@ class GraphState:
                 name = record["name"] = intern(record["name"])
                 record["entityType"] = intern(record["entityType"])
                 self.entities[name] = record
-                self.home[name] = collection
+                if collection == MEMORY:
+                    self._elsewhere.pop(name, None)
+                else:
+                    self._elsewhere[name] = collection
                 if name not in self._ordinal:
                     self._ordinal[name] = self._next_ordinal
                     self._next_ordinal += 1
@@ -255,7 +260,7 @@ class GraphState:
 
     def _drop_entity(self, name: str) -> None:
         del self.entities[name]
-        del self.home[name]
+        self._elsewhere.pop(name, None)
         del self._ordinal[name]
         self.index.remove(name)
 
@@ -303,6 +308,12 @@ class GraphState:
         for collection, record in relations:
             state.records_changed(collection, [], [record])
         return state
+
+    def home(self, name: str) -> str | None:
+        """The collection holding the entity of this name (the memory's, or the lessons'), or None."""
+        if name not in self.entities:
+            return None
+        return self._elsewhere.get(name, MEMORY)
 
     def ordinal(self, name: str) -> int:
         return self._ordinal[name]
@@ -363,7 +374,7 @@ class GraphService:
     def _upsert_entities(self, tx: Transaction, records: Iterable[dict[str, Any]]) -> None:
         """Write changed entities back to the collection that holds them (a lesson stays a lesson)."""
         for record in records:
-            tx.upsert(self.state.home.get(record["name"], MEMORY), record)
+            tx.upsert(self.state.home(record["name"]) or MEMORY, record)
 
     def entity_type(self, name: str) -> str | None:
         """The type of an entity or lesson with this exact name, or None (the read interface lessons use; call it
@@ -434,7 +445,7 @@ class GraphService:
         with self.store.transaction() as tx:
             doomed = [n for n in dict.fromkeys(names) if n in self.state.entities]
             for name in doomed:
-                tx.delete(self.state.home[name], entity_key(name))
+                tx.delete(self.state.home(name) or MEMORY, entity_key(name))
             for key in self.state.relations_touching(doomed):
                 tx.delete(MEMORY, relation_key(*key))
         return DeletionResult(success=True, message="Entities deleted successfully")
@@ -485,7 +496,7 @@ class GraphService:
         return UpdatedObservations(updated=list(updates))
 
     def _require_plain(self, names: Iterable[str], what: str) -> None:
-        lessons = [n for n in names if self.state.home.get(n, MEMORY) != MEMORY]
+        lessons = [n for n in names if (self.state.home(n) or MEMORY) != MEMORY]
         if lessons:
             raise ConflictError(f"{', '.join(lessons)}: lessons cannot be {what}; only plain entities can.")
 
@@ -560,7 +571,7 @@ class GraphService:
                 pending: dict[str, dict[str, Any]] = {}
                 for record in records[start : start + batch]:
                     name = record["name"]
-                    home = self.state.home.get(name, MEMORY)
+                    home = self.state.home(name) or MEMORY
                     if home != MEMORY:
                         summary.problems.append(f"entity {name!r} skipped: the name is used by a lesson")
                         continue
@@ -604,8 +615,8 @@ class GraphService:
             state = self.state
             names = sorted(state.entities, key=state.ordinal)
             return ExportedGraph(
-                entities=[state.entities[n] for n in names if state.home[n] == MEMORY],
-                lessons=[state.entities[n] for n in names if state.home[n] == LESSONS],
+                entities=[state.entities[n] for n in names if state.home(n) == MEMORY],
+                lessons=[state.entities[n] for n in names if state.home(n) == LESSONS],
                 relations=[{"type": "relation", **relation_view(key)} for key in state.relations],
             )
 

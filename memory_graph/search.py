@@ -35,9 +35,10 @@ import unicodedata
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
-from itertools import repeat, zip_longest
+from itertools import islice, repeat, zip_longest
+from operator import le
 from typing import Any
 
 from rapidfuzz import fuzz, process
@@ -295,6 +296,69 @@ def _fields_of(text: str) -> list[tuple[int, str]]:
     return [(min(i, BODY), part) for i, part in enumerate(parts)]
 
 
+class Postings:
+    """Stem id -> the documents its postings hold (each FIELD_WEIGHT times per occurrence), as `array('i')`.
+
+    Restored from the start snapshot they are one array and each stem's start in it, and a stem gets an array of
+    its own only when a write adds to it. Why: every distinct word is a stem (each entity's name is one), and
+    making a million small arrays was a second of a restart at a million entities, and their headers 90 MB. What
+    `self[stem]` returns is to read, not to change (a slice of the packed array is a copy): `growing` gives the
+    array a write extends."""
+
+    def __init__(self, packed: array[int] | None = None, starts: array[int] | None = None) -> None:
+        self._packed = packed if packed is not None else array("i")
+        self._starts = starts if starts is not None else array("q", [0])  # stem id -> start; then the end
+        self.own: dict[int, array[int]] = {}  # the stems added or added to since they were packed
+        self._count = len(self._starts) - 1
+
+    @classmethod
+    def of(cls, arrays: Iterable[array[int]]) -> Postings:
+        packed, starts = array("i"), array("q", [0])
+        for docs in arrays:
+            packed.extend(docs)
+            starts.append(len(packed))
+        return cls(packed, starts)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[array[int]]:
+        return map(self.__getitem__, range(self._count))
+
+    def __getitem__(self, stem_id: int) -> array[int]:
+        own = self.own.get(stem_id)
+        if own is not None:
+            return own
+        if not 0 <= stem_id < self._count:
+            raise IndexError(f"no stem {stem_id}")
+        return self._packed[self._starts[stem_id] : self._starts[stem_id + 1]]
+
+    def size(self, stem_id: int) -> int:
+        """How many entries a stem's postings hold (without copying them)."""
+        own = self.own.get(stem_id)
+        if own is not None:
+            return len(own)
+        return self._starts[stem_id + 1] - self._starts[stem_id]
+
+    def growing(self, stem_id: int) -> array[int]:
+        """The stem's own array, for a write to extend."""
+        own = self.own.get(stem_id)
+        if own is None:
+            own = self.own[stem_id] = self[stem_id]
+        return own
+
+    def add_stem(self) -> None:
+        self.own[self._count] = array("i")
+        self._count += 1
+
+    def packed(self) -> tuple[array[int], array[int]]:
+        """(every stem's documents in stem order, each stem's start and then the end): what the snapshot keeps."""
+        if not self.own:
+            return self._packed, self._starts
+        packed = Postings.of(self)
+        return packed._packed, packed._starts
+
+
 class SubstringIndex:
     """Finds the documents (entity names) whose text contains a query, and ranks what else they mean; see the
     module docstring."""
@@ -312,7 +376,7 @@ class SubstringIndex:
         self._words_with_gram: dict[str, array[int]] = {}
         self._stem_ids: dict[str, int] = {}
         self._stems: list[str] = []
-        self._postings: list[array[int]] = []  # stem id -> docs, each FIELD_WEIGHT times per occurrence
+        self._postings = Postings()
         # stem id -> how many documents its postings hold (each once): `_too_common` asks at every search, and
         # counting a common word's postings then cost more than the rest of a search
         self._held = array("i")
@@ -380,12 +444,13 @@ class SubstringIndex:
             weight = FIELD_WEIGHT[kind]
             for word in words:
                 weighted[word] = weighted.get(word, 0) + weight
-        word_ids, stem_of, postings = self._word_ids, self._stem_of_word, self._postings
+        word_ids, stem_of, growing = self._word_ids, self._stem_of_word, self._postings.growing
+        own = self._postings.own.get  # (a first load posts every word of every entity: no call where it can be)
         stems: set[int] = set()
         for word, count in weighted.items():
             word_id = word_ids.get(word)
             stem_id = stem_of[word_id] if word_id is not None else self._word_stem(word)
-            postings[stem_id].extend(repeat(doc, count))
+            (own(stem_id) or growing(stem_id)).extend(repeat(doc, count))
             stems.add(stem_id)
         held = self._held
         for stem_id in stems:  # (two words of one stem, "deploy" and "deploys", post the document twice)
@@ -406,7 +471,7 @@ class SubstringIndex:
         if stem_id is None:
             stem_id = self._stem_ids[stemmed] = len(self._stems)
             self._stems.append(stemmed)
-            self._postings.append(array("i"))
+            self._postings.add_stem()
             self._held.append(0)
         self._stem_of_word.append(stem_id)
         return stem_id
@@ -415,8 +480,9 @@ class SubstringIndex:
         """Renumber the live documents and drop the dead from every posting (once the dead outnumber the live, so
         the cost is shared by the changes that made them)."""
         new_id = {doc: i for i, doc in enumerate(d for d, n in enumerate(self._names) if n is not None)}
-        self._postings = [array("i", (new_id[d] for d in ps if d in new_id)) for ps in self._postings]
-        self._held = array("i", (len(set(ps)) for ps in self._postings))
+        postings = [array("i", (new_id[d] for d in ps if d in new_id)) for ps in self._postings]
+        self._held = array("i", (len(set(ps)) for ps in postings))
+        self._postings = Postings.of(postings)
         keep = sorted(new_id)
         self._names = [self._names[d] for d in keep]
         self._texts = [self._texts[d] for d in keep]
@@ -430,6 +496,7 @@ class SubstringIndex:
         """Everything the index holds, as plain containers (arrays as their bytes). The maps from a name, word or
         stem to its place are left out: each is its list read in order (places are handed out in order, and a
         name's place is its live document's), which a restore rebuilds sooner than it reads them."""
+        packed, starts = self._postings.packed()
         return {
             "names": self._names,
             "texts": self._texts,
@@ -439,24 +506,43 @@ class SubstringIndex:
             "words": self._words,
             "stem_of_word": self._stem_of_word.tobytes(),
             "words_with_gram": {gram: ids.tobytes() for gram, ids in self._words_with_gram.items()},
-            "stems": self._stems,
-            "postings": [docs.tobytes() for docs in self._postings],
+            **self._stems_state(),
+            "postings": packed.tobytes(),
+            "posting_starts": starts.tobytes(),
             "held": self._held.tobytes(),
             "counts": (self._live, self._dead, self._total_length, self._warm),
         }
+
+    def _stems_state(self) -> dict[str, Any]:
+        """The stems as places among the words (most stems are words as they are: "deploy", an entity's name), and
+        the few no word spells as written: in the snapshot each would be a second string beside its word, and
+        restored a second copy of it in memory (55 MB at a million entities)."""
+        word_ids, words = self._word_ids, self._words
+        others = [stem for stem in self._stems if stem not in word_ids]
+        other_ids = dict(zip(others, range(len(words), len(words) + len(others)), strict=True))
+        places = [word_ids[stem] if stem in word_ids else other_ids[stem] for stem in self._stems]
+        return {"stem_words": array("q", places).tobytes(), "other_stems": others}
 
     def restore_state(self, state: dict[str, Any]) -> None:
         """Take a `snapshot_state` (of an empty index; every field is replaced, or none if the state is bad)."""
         lengths, stem_of_word = int_array(state["lengths"]), int_array(state["stem_of_word"])
         grams = {gram: int_array(ids) for gram, ids in state["words_with_gram"].items()}
-        postings = [int_array(docs) for docs in state["postings"]]
+        packed, starts = int_array(state["postings"]), int_array(state["posting_starts"], "q")
         held = int_array(state["held"])
         live, dead, total_length, warm = state["counts"]
-        names, texts, words, stems = state["names"], state["texts"], state["words"], state["stems"]
+        names, texts, words = state["names"], state["texts"], state["words"]
         if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
             raise ValueError("the search index's tables differ in length")
-        if not (len(stems) == len(postings) == len(held)):
+        stem_words = int_array(state["stem_words"], "q")
+        if min(stem_words, default=0) < 0:
+            raise ValueError("the search index places a stem before its words")
+        # (an IndexError for a place past them)
+        stems = list(map([*words, *state["other_stems"]].__getitem__, stem_words))
+        if not (len(stems) + 1 == len(starts) and len(stems) == len(held)):
             raise ValueError("the search index's stems and postings differ in length")
+        if starts[0] != 0 or starts[-1] != len(packed) or not all(map(le, starts, islice(starts, 1, None))):
+            raise ValueError("the search index's postings do not add up")
+        postings = Postings(packed, starts)
         doc_of = dict(zip(names, range(len(names)), strict=True))
         doc_of.pop(None, None)  # (dead documents)
         word_ids = dict(zip(words, range(len(words)), strict=True))
@@ -540,7 +626,7 @@ class SubstringIndex:
             # of the word fewest documents hold are enough: building a common word's set ("entity" in a million
             # entities' observations) cost more than all the rest of the search.
             narrowable = [stems for stems in map(self._candidate_stems, words) if stems is not None]
-            narrowest = min(narrowable, key=lambda stems: sum(len(self._postings[s]) for s in stems), default=None)
+            narrowest = min(narrowable, key=lambda stems: sum(map(self._postings.size, stems)), default=None)
         else:
             narrowest = self._candidate_stems(phrase)
         pool = None if narrowest is None else self._documents(narrowest)
@@ -623,7 +709,7 @@ class SubstringIndex:
         corrected = 0
         for index, term in enumerate(terms):
             stem_id = self._stem_ids.get(term)
-            if (stem_id is not None and self._postings[stem_id]) or self._pending_hold(term):
+            if (stem_id is not None and self._postings.size(stem_id)) or self._pending_hold(term):
                 weights[term] = (index, 1.0, False)
                 continue
             low, high = FUZZY_WORD_CHARS
@@ -660,10 +746,10 @@ class SubstringIndex:
             for words, weight in related_words(term):
                 for word in words:
                     stem_id = self._stem_ids.get(word)
-                    if word in weights or word in STOP_STEMS or stem_id is None or not self._postings[stem_id]:
+                    if word in weights or word in STOP_STEMS or stem_id is None or not self._postings.size(stem_id):
                         continue
                     if not self._too_common(word, indexed, EXPANSION_MAX_SHARE):
-                        held.append((-weight, len(self._postings[stem_id]), word))
+                        held.append((-weight, self._postings.size(stem_id), word))
             # Closest relations first, the rarer (more telling) words first among equals, each only while it fits
             # the term's budget of postings and the query's: a general word's hundreds of kinds, or a query of
             # many such words, cannot make one search slow.

@@ -15,6 +15,7 @@ import sys
 import time
 import zlib
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from memory_graph.config import Settings
 from memory_graph.errors import StaleShardError
 from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
+from memory_graph.search import SubstringIndex
 from memory_graph.storage import Store
 from tests.conftest import Engine
 from tests.memory_graph.test_stdio import INITIALIZE, INITIALIZED
@@ -256,7 +258,8 @@ def test_a_restore_shares_each_relation_key_and_keeps_relations_whose_ends_name_
         {"relation_to": array("q", [0, 99]).tobytes()},  # a place past the name table
         {"degree_runs": array("q", [1, 3]).tobytes()},  # not adding up to the places held
         {"degree_runs": array("q", [2, 1, 2]).tobytes()},  # a degree without its count
-        {"homes": ["memory"]},  # shorter than the entities
+        {"ordinals": array("q", [0]).tobytes()},  # shorter than the entities
+        {"elsewhere": {"Nobody": "lesson"}},  # an entity the graph does not hold
     ],
 )
 def test_a_graph_state_that_cannot_be_restored_leaves_the_graph_as_it_was(damage: dict[str, Any]) -> None:
@@ -278,7 +281,7 @@ def test_a_graph_state_that_cannot_be_restored_leaves_the_graph_as_it_was(damage
     untouched = GraphState()
     with pytest.raises((TypeError, ValueError, IndexError)):
         untouched.restore_state({**state, **damage})
-    assert not untouched.entities and not untouched.relations and not untouched.by_node and not untouched.home
+    assert not untouched.entities and not untouched.relations and not untouched.by_node and not untouched._elsewhere
     assert not untouched.index.matching("o")
 
 
@@ -317,13 +320,48 @@ def random_graph(rng: random.Random) -> GraphState:
     return state
 
 
+def _starts(state: dict[str, Any]) -> list[int]:
+    return list(array("q", state["posting_starts"]))
+
+
+def _with_starts(starts: list[int]) -> dict[str, bytes]:
+    return {"posting_starts": array("q", starts).tobytes()}
+
+
+INDEX_DAMAGES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "a stem placed past the words": lambda state: {"stem_words": array("q", [0, 99]).tobytes()},
+    "a stem placed before them": lambda state: {"stem_words": array("q", [0, -1]).tobytes()},
+    "postings ending past their end": lambda state: _with_starts([*_starts(state)[:-1], _starts(state)[-1] + 1]),
+    "postings going back": lambda state: _with_starts([0, 5, 4, *_starts(state)[3:]]),
+    "fewer postings than stems": lambda state: _with_starts(_starts(state)[:-1]),
+}
+
+
+@pytest.mark.parametrize("damage", INDEX_DAMAGES.values(), ids=INDEX_DAMAGES)
+def test_a_search_index_state_that_cannot_be_restored_leaves_the_index_as_it_was(
+    damage: Callable[[dict[str, Any]], dict[str, Any]],
+) -> None:
+    live = SubstringIndex()
+    live.put("A", ["A", "t", "deploys the api"])
+    live.put("B", ["B", "t", "api keys"])
+    live.index_some(2)
+    state = live.snapshot_state()
+    restored = SubstringIndex()
+    restored.restore_state(state)
+    assert restored.snapshot_state() == state and restored.matching("api") == live.matching("api")
+    untouched = SubstringIndex()
+    with pytest.raises((TypeError, ValueError, IndexError)):
+        untouched.restore_state({**state, **damage(state)})
+    assert untouched.snapshot_state() == SubstringIndex().snapshot_state()
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(seed: int) -> None:
     live = random_graph(random.Random(seed))
     restored = GraphState()
     restored.restore_state(marshal.loads(marshal.dumps(live.snapshot_state())))  # as the snapshot file holds it
     assert list(restored.entities.items()) == list(live.entities.items())
-    assert (restored.home, restored._ordinal) == (live.home, live._ordinal)
+    assert (restored._elsewhere, restored._ordinal) == (live._elsewhere, live._ordinal)
     assert list(restored.relations.items()) == list(live.relations.items())  # creation ordinals and order
     assert restored._next_ordinal == live._next_ordinal
     assert restored.by_node.keys() == live.by_node.keys()
@@ -338,6 +376,15 @@ def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(see
     assert list(again._doc_of.items()) == list(index._doc_of.items())
     assert (again._word_ids, again._stem_ids) == (index._word_ids, index._stem_ids)
     for query in ("deploy", "N1", "sp", "Ghost", "data base"):
+        assert again.matching(query) == index.matching(query)
+    # Writes after the restore: a packed stem grows an array of its own, a new stem starts one, a removal only
+    # marks its document dead; both indexes then hold and answer the same.
+    for each in (index, again):
+        each.put("Fresh", ["Fresh", "t", "deploys to the data base", "zebra crossing"])
+        each.remove(next(iter(live.entities), "none"))
+        each.index_some(len(live.entities) + 1)
+    assert again.snapshot_state() == index.snapshot_state()
+    for query in ("deploy", "zebra", "data base", "fresh"):
         assert again.matching(query) == index.matching(query)
 
 
