@@ -374,7 +374,9 @@ class SubstringIndex:
         self._words: list[str] = []
         self._stem_of_word = array("i")  # word id -> stem id
         self._words_with_gram: dict[str, array[int]] = {}
-        self._stem_ids: dict[str, int] = {}
+        # stem -> id, for the stems no word spells that is its own stem: the rest are found through their word
+        # (`_stem_id`), so a stem like "deploy" or an entity's name needs no entry (a million at a million entities)
+        self._other_stem_ids: dict[str, int] = {}
         self._stems: list[str] = []
         self._postings = Postings()
         # stem id -> how many documents its postings hold (each once): `_too_common` asks at every search, and
@@ -462,19 +464,30 @@ class SubstringIndex:
         word_id = self._word_ids.get(word)
         if word_id is not None:
             return self._stem_of_word[word_id]
+        stemmed = stem(word)
+        stem_id = self._stem_id(stemmed)  # (asked before the word is known, which it then is)
+        if stem_id is None:
+            stem_id = len(self._stems)
+            self._stems.append(stemmed)
+            self._postings.add_stem()
+            self._held.append(0)
+            if stemmed != word:
+                self._other_stem_ids[stemmed] = stem_id
         word_id = self._word_ids[word] = len(self._words)
         self._words.append(word)
         for gram in _grams(word):
             self._words_with_gram.setdefault(gram, array("i")).append(word_id)
-        stemmed = stem(word)
-        stem_id = self._stem_ids.get(stemmed)
-        if stem_id is None:
-            stem_id = self._stem_ids[stemmed] = len(self._stems)
-            self._stems.append(stemmed)
-            self._postings.add_stem()
-            self._held.append(0)
         self._stem_of_word.append(stem_id)
         return stem_id
+
+    def _stem_id(self, stemmed: str) -> int | None:
+        """The id of a stem, or None when no word has it."""
+        word_id = self._word_ids.get(stemmed)
+        if word_id is not None:
+            stem_id = self._stem_of_word[word_id]
+            if self._stems[stem_id] == stemmed:
+                return stem_id
+        return self._other_stem_ids.get(stemmed)
 
     def _compact(self) -> None:
         """Renumber the live documents and drop the dead from every posting (once the dead outnumber the live, so
@@ -521,7 +534,11 @@ class SubstringIndex:
         others = [stem for stem in self._stems if stem not in word_ids]
         other_ids = dict(zip(others, range(len(words), len(words) + len(others)), strict=True))
         places = [word_ids[stem] if stem in word_ids else other_ids[stem] for stem in self._stems]
-        return {"stem_words": array("q", places).tobytes(), "other_stems": others}
+        return {
+            "stem_words": array("q", places).tobytes(),
+            "other_stems": others,
+            "other_stem_ids": array("q", self._other_stem_ids.values()).tobytes(),
+        }
 
     def restore_state(self, state: dict[str, Any]) -> None:
         """Take a `snapshot_state` (of an empty index; every field is replaced, or none if the state is bad)."""
@@ -546,14 +563,17 @@ class SubstringIndex:
         doc_of = dict(zip(names, range(len(names)), strict=True))
         doc_of.pop(None, None)  # (dead documents)
         word_ids = dict(zip(words, range(len(words)), strict=True))
-        stem_ids = dict(zip(stems, range(len(stems)), strict=True))
-        if len(doc_of) != len(names) - names.count(None) or len(word_ids) != len(words) or len(stem_ids) != len(stems):
-            raise ValueError("the search index names a document, word or stem twice")
+        other_ids = int_array(state["other_stem_ids"], "q")
+        other_stem_ids = dict(zip(map(stems.__getitem__, other_ids), other_ids, strict=True))
+        if len(doc_of) != len(names) - names.count(None) or len(word_ids) != len(words):
+            raise ValueError("the search index names a document or word twice")
+        if len(other_stem_ids) != len(other_ids) or min(other_ids, default=0) < 0:
+            raise ValueError("the search index's stems spelled unlike their words are not a table")
         self._doc_of, self._names, self._texts, self._lengths = doc_of, names, texts, lengths
         self._fields_with_separator = dict(state["fields_with_separator"])
         self._pending = dict.fromkeys(state["pending"])
         self._word_ids, self._words, self._stem_of_word = word_ids, words, stem_of_word
-        self._words_with_gram, self._stem_ids = grams, stem_ids
+        self._words_with_gram, self._other_stem_ids = grams, other_stem_ids
         self._stems, self._postings, self._held = stems, postings, held
         self._live, self._dead, self._total_length, self._warm = int(live), int(dead), int(total_length), bool(warm)
 
@@ -708,7 +728,7 @@ class SubstringIndex:
         weights: dict[str, TermWeight] = {}
         corrected = 0
         for index, term in enumerate(terms):
-            stem_id = self._stem_ids.get(term)
+            stem_id = self._stem_id(term)
             if (stem_id is not None and self._postings.size(stem_id)) or self._pending_hold(term):
                 weights[term] = (index, 1.0, False)
                 continue
@@ -745,7 +765,7 @@ class SubstringIndex:
             held: list[tuple[float, int, str]] = []
             for words, weight in related_words(term):
                 for word in words:
-                    stem_id = self._stem_ids.get(word)
+                    stem_id = self._stem_id(word)
                     if word in weights or word in STOP_STEMS or stem_id is None or not self._postings.size(stem_id):
                         continue
                     if not self._too_common(word, indexed, EXPANSION_MAX_SHARE):
@@ -817,14 +837,14 @@ class SubstringIndex:
 
     def _too_common(self, term: str, indexed: int, share: float) -> bool:
         """Whether more than `share` of the indexed documents hold the stem (its BM25 weight is then near 0)."""
-        stem_id = self._stem_ids.get(term)
+        stem_id = self._stem_id(term)
         if stem_id is None or indexed < 20:
             return False
         return self._held[stem_id] > indexed * share
 
     def _frequencies(self, term: str) -> dict[int, int]:
         """Document -> weighted occurrences of a stem, indexed and pending documents alike."""
-        stem_id = self._stem_ids.get(term)
+        stem_id = self._stem_id(term)
         frequency: dict[int, int] = Counter(self._postings[stem_id] if stem_id is not None else ())
         if self._pending:
             frequency.update(self._pending_frequencies(term))

@@ -125,3 +125,19 @@ def test_each_stem_knows_how_many_documents_hold_it(docs: dict, removed: int, ro
     restored = SubstringIndex()
     restored.restore_state(index.snapshot_state())
     assert list(restored._held) == list(index._held)
+
+
+def test_a_stem_is_one_whichever_of_its_words_comes_first() -> None:
+    for first, second in (("deploys", "deploy"), ("deploy", "deploys"), ("running", "run"), ("run", "running")):
+        index = SubstringIndex()
+        index.put("A", ["A", "t", f"it {first}"])
+        index.index_some(1)
+        index.put("B", ["B", "t", f"it {second}"])
+        index.index_some(1)
+        stems = index._stems
+        assert len(stems) == len(set(stems)), (first, second, stems)
+        stem_of = index._stem_of_word
+        assert stem_of[index._word_ids[first]] == stem_of[index._word_ids[second]]
+        assert index._stem_id(stems[stem_of[index._word_ids[first]]]) == stem_of[index._word_ids[first]]
+        for query in (first, second):  # each finds both, by the stem they share
+            assert set(index.search(query, lambda name: (), lambda name: 0)) == {"A", "B"}
