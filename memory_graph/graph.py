@@ -20,7 +20,7 @@ from functools import partial
 from itertools import chain, islice, repeat
 from operator import itemgetter, mul
 from sys import intern
-from typing import Any
+from typing import Any, overload
 
 from memory_graph import search as search_module
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError, StorageError
@@ -309,10 +309,14 @@ class GraphState:
             state.records_changed(collection, [], [record])
         return state
 
-    def home(self, name: str) -> str | None:
-        """The collection holding the entity of this name (the memory's, or the lessons'), or None."""
+    @overload
+    def home(self, name: str) -> str | None: ...
+    @overload
+    def home(self, name: str, default: str) -> str: ...
+    def home(self, name: str, default: str | None = None) -> str | None:
+        """The collection holding the entity of this name (the memory's, or the lessons'), or `default`."""
         if name not in self.entities:
-            return None
+            return default
         return self._elsewhere.get(name, MEMORY)
 
     def ordinal(self, name: str) -> int:
@@ -374,7 +378,7 @@ class GraphService:
     def _upsert_entities(self, tx: Transaction, records: Iterable[dict[str, Any]]) -> None:
         """Write changed entities back to the collection that holds them (a lesson stays a lesson)."""
         for record in records:
-            tx.upsert(self.state.home(record["name"]) or MEMORY, record)
+            tx.upsert(self.state.home(record["name"], MEMORY), record)
 
     def entity_type(self, name: str) -> str | None:
         """The type of an entity or lesson with this exact name, or None (the read interface lessons use; call it
@@ -445,7 +449,7 @@ class GraphService:
         with self.store.transaction() as tx:
             doomed = [n for n in dict.fromkeys(names) if n in self.state.entities]
             for name in doomed:
-                tx.delete(self.state.home(name) or MEMORY, entity_key(name))
+                tx.delete(self.state.home(name, MEMORY), entity_key(name))
             for key in self.state.relations_touching(doomed):
                 tx.delete(MEMORY, relation_key(*key))
         return DeletionResult(success=True, message="Entities deleted successfully")
@@ -496,7 +500,7 @@ class GraphService:
         return UpdatedObservations(updated=list(updates))
 
     def _require_plain(self, names: Iterable[str], what: str) -> None:
-        lessons = [n for n in names if (self.state.home(n) or MEMORY) != MEMORY]
+        lessons = [n for n in names if self.state.home(n, MEMORY) != MEMORY]
         if lessons:
             raise ConflictError(f"{', '.join(lessons)}: lessons cannot be {what}; only plain entities can.")
 
@@ -571,7 +575,7 @@ class GraphService:
                 pending: dict[str, dict[str, Any]] = {}
                 for record in records[start : start + batch]:
                     name = record["name"]
-                    home = self.state.home(name) or MEMORY
+                    home = self.state.home(name, MEMORY)
                     if home != MEMORY:
                         summary.problems.append(f"entity {name!r} skipped: the name is used by a lesson")
                         continue

@@ -286,7 +286,7 @@ class HistoryService:
             record, collection = event["after"] if moment else event["before"], event["collection"]
             if record is None:
                 raise NotFoundError(f"Entity with name {name} did not exist at {at}; get_history shows when it did.")
-            home = self.graph.state.home(name) or collection
+            home = self.graph.state.home(name, collection)
             if home != collection:
                 raise ConflictError(f"{name} is now a {home} record; delete it before restoring the {collection} one.")
             record = {**record, "name": name}

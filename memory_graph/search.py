@@ -290,6 +290,14 @@ def int_array(data: bytes, typecode: str = "i") -> array[int]:
     return numbers
 
 
+def _places(data: bytes, what: str) -> array[int]:
+    """Places in a table, from the snapshot: a place past the table is an IndexError when it is looked up."""
+    places = int_array(data, "q")
+    if min(places, default=0) < 0:
+        raise ValueError(f"the search index places {what} before the start of their table")
+    return places
+
+
 def _fields_of(text: str) -> list[tuple[int, str]]:
     """(field kind, lower-cased field) of a stored text: the name, the type, then the body."""
     parts = text.split(FIELD_SEPARATOR)
@@ -300,7 +308,7 @@ class Postings:
     """Stem id -> the documents its postings hold (each FIELD_WEIGHT times per occurrence), as `array('i')`.
 
     Restored from the start snapshot they are one array and each stem's start in it, and a stem gets an array of
-    its own only when a write adds to it. Why: every distinct word is a stem (each entity's name is one), and
+    its own only when a write adds to it. Why: every distinct word has a stem (each entity's name is one), and
     making a million small arrays was a second of a restart at a million entities, and their headers 90 MB. What
     `self[stem]` returns is to read, not to change (a slice of the packed array is a copy): `growing` gives the
     array a write extends."""
@@ -338,6 +346,8 @@ class Postings:
         own = self.own.get(stem_id)
         if own is not None:
             return len(own)
+        if not 0 <= stem_id < self._count:
+            raise IndexError(f"no stem {stem_id}")
         return self._starts[stem_id + 1] - self._starts[stem_id]
 
     def growing(self, stem_id: int) -> array[int]:
@@ -374,9 +384,10 @@ class SubstringIndex:
         self._words: list[str] = []
         self._stem_of_word = array("i")  # word id -> stem id
         self._words_with_gram: dict[str, array[int]] = {}
-        # stem -> id, for the stems no word spells that is its own stem: the rest are found through their word
-        # (`_stem_id`), so a stem like "deploy" or an entity's name needs no entry (a million at a million entities)
-        self._other_stem_ids: dict[str, int] = {}
+        # stem -> id for the stems first made from a word spelled otherwise ("running" -> "run"); every other stem
+        # is found through the word that spells it (`_stem_id`), so "deploy" or an entity's name needs no entry of
+        # its own (a map of every stem had a million at a million entities)
+        self._stems_from_other_words: dict[str, int] = {}
         self._stems: list[str] = []
         self._postings = Postings()
         # stem id -> how many documents its postings hold (each once): `_too_common` asks at every search, and
@@ -447,7 +458,8 @@ class SubstringIndex:
             for word in words:
                 weighted[word] = weighted.get(word, 0) + weight
         word_ids, stem_of, growing = self._word_ids, self._stem_of_word, self._postings.growing
-        own = self._postings.own.get  # (a first load posts every word of every entity: no call where it can be)
+        # A first load posts every word of every entity: a stem's own array is looked up here without a call.
+        own = self._postings.own.get
         stems: set[int] = set()
         for word, count in weighted.items():
             word_id = word_ids.get(word)
@@ -465,14 +477,16 @@ class SubstringIndex:
         if word_id is not None:
             return self._stem_of_word[word_id]
         stemmed = stem(word)
-        stem_id = self._stem_id(stemmed)  # (asked before the word is known, which it then is)
+        # Looked up before the word is registered: a word that is its own stem would otherwise be found through
+        # itself, with no stem yet.
+        stem_id = self._stem_id(stemmed)
         if stem_id is None:
             stem_id = len(self._stems)
             self._stems.append(stemmed)
             self._postings.add_stem()
             self._held.append(0)
             if stemmed != word:
-                self._other_stem_ids[stemmed] = stem_id
+                self._stems_from_other_words[stemmed] = stem_id
         word_id = self._word_ids[word] = len(self._words)
         self._words.append(word)
         for gram in _grams(word):
@@ -487,7 +501,7 @@ class SubstringIndex:
             stem_id = self._stem_of_word[word_id]
             if self._stems[stem_id] == stemmed:
                 return stem_id
-        return self._other_stem_ids.get(stemmed)
+        return self._stems_from_other_words.get(stemmed)
 
     def _compact(self) -> None:
         """Renumber the live documents and drop the dead from every posting (once the dead outnumber the live, so
@@ -528,16 +542,16 @@ class SubstringIndex:
 
     def _stems_state(self) -> dict[str, Any]:
         """The stems as places among the words (most stems are words as they are: "deploy", an entity's name), and
-        the few no word spells as written: in the snapshot each would be a second string beside its word, and
+        then among the few stems no word spells: in the snapshot each would be a second string beside its word, and
         restored a second copy of it in memory (55 MB at a million entities)."""
         word_ids, words = self._word_ids, self._words
-        others = [stem for stem in self._stems if stem not in word_ids]
-        other_ids = dict(zip(others, range(len(words), len(words) + len(others)), strict=True))
-        places = [word_ids[stem] if stem in word_ids else other_ids[stem] for stem in self._stems]
+        unspelled = [stem for stem in self._stems if stem not in word_ids]
+        unspelled_places = dict(zip(unspelled, range(len(words), len(words) + len(unspelled)), strict=True))
+        places = [word_ids[stem] if stem in word_ids else unspelled_places[stem] for stem in self._stems]
         return {
-            "stem_words": array("q", places).tobytes(),
-            "other_stems": others,
-            "other_stem_ids": array("q", self._other_stem_ids.values()).tobytes(),
+            "stem_places": array("q", places).tobytes(),
+            "stems_no_word_spells": unspelled,
+            "stems_from_other_words": array("q", self._stems_from_other_words.values()).tobytes(),
         }
 
     def restore_state(self, state: dict[str, Any]) -> None:
@@ -546,15 +560,15 @@ class SubstringIndex:
         grams = {gram: int_array(ids) for gram, ids in state["words_with_gram"].items()}
         packed, starts = int_array(state["postings"]), int_array(state["posting_starts"], "q")
         held = int_array(state["held"])
-        live, dead, total_length, warm = state["counts"]
+        live, dead, total_length, warm = (int(count) for count in state["counts"])
+        fields_with_separator, pending = dict(state["fields_with_separator"]), dict.fromkeys(state["pending"])
         names, texts, words = state["names"], state["texts"], state["words"]
         if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
             raise ValueError("the search index's tables differ in length")
-        stem_words = int_array(state["stem_words"], "q")
-        if min(stem_words, default=0) < 0:
-            raise ValueError("the search index places a stem before its words")
-        # (an IndexError for a place past them)
-        stems = list(map([*words, *state["other_stems"]].__getitem__, stem_words))
+        stem_places = _places(state["stem_places"], "stems")
+        if len(set(stem_places)) != len(stem_places):
+            raise ValueError("the search index holds a stem twice")
+        stems = list(map([*words, *state["stems_no_word_spells"]].__getitem__, stem_places))
         if not (len(stems) + 1 == len(starts) and len(stems) == len(held)):
             raise ValueError("the search index's stems and postings differ in length")
         if starts[0] != 0 or starts[-1] != len(packed) or not all(map(le, starts, islice(starts, 1, None))):
@@ -563,19 +577,18 @@ class SubstringIndex:
         doc_of = dict(zip(names, range(len(names)), strict=True))
         doc_of.pop(None, None)  # (dead documents)
         word_ids = dict(zip(words, range(len(words)), strict=True))
-        other_ids = int_array(state["other_stem_ids"], "q")
-        other_stem_ids = dict(zip(map(stems.__getitem__, other_ids), other_ids, strict=True))
         if len(doc_of) != len(names) - names.count(None) or len(word_ids) != len(words):
             raise ValueError("the search index names a document or word twice")
-        if len(other_stem_ids) != len(other_ids) or min(other_ids, default=0) < 0:
-            raise ValueError("the search index's stems spelled unlike their words are not a table")
+        from_other_words = _places(state["stems_from_other_words"], "stems made from other words")
+        stems_from_other_words = dict(zip(map(stems.__getitem__, from_other_words), from_other_words, strict=True))
+        if len(stems_from_other_words) != len(from_other_words):
+            raise ValueError("the search index names a stem made from other words twice")
         self._doc_of, self._names, self._texts, self._lengths = doc_of, names, texts, lengths
-        self._fields_with_separator = dict(state["fields_with_separator"])
-        self._pending = dict.fromkeys(state["pending"])
+        self._fields_with_separator, self._pending = fields_with_separator, pending
         self._word_ids, self._words, self._stem_of_word = word_ids, words, stem_of_word
-        self._words_with_gram, self._other_stem_ids = grams, other_stem_ids
+        self._words_with_gram, self._stems_from_other_words = grams, stems_from_other_words
         self._stems, self._postings, self._held = stems, postings, held
-        self._live, self._dead, self._total_length, self._warm = int(live), int(dead), int(total_length), bool(warm)
+        self._live, self._dead, self._total_length, self._warm = live, dead, total_length, bool(warm)
 
     # -- the substring tier ----------------------------------------------------------------------------------
     def _documents(self, stems: list[int]) -> set[int]:

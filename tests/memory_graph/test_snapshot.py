@@ -330,8 +330,18 @@ def _with_starts(starts: list[int]) -> dict[str, bytes]:
 
 
 INDEX_DAMAGES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "a stem placed past the words": lambda state: {"stem_words": array("q", [0, 99]).tobytes()},
-    "a stem placed before them": lambda state: {"stem_words": array("q", [0, -1]).tobytes()},
+    "a stem placed past the words": lambda state: {"stem_places": array("q", [0, 99]).tobytes()},
+    "a stem placed before them": lambda state: {"stem_places": array("q", [0, -1]).tobytes()},
+    "a stem held twice": lambda state: {
+        "stem_places": array("q", [*array("q", state["stem_places"])[:-1], 0]).tobytes()
+    },
+    "a stem from other words placed past the stems": lambda state: {
+        "stems_from_other_words": array("q", [99]).tobytes()
+    },
+    "a stem from other words placed before them": lambda state: {"stems_from_other_words": array("q", [-1]).tobytes()},
+    "a stem from other words named twice": lambda state: {"stems_from_other_words": array("q", [0, 0]).tobytes()},
+    "counts that are no numbers": lambda state: {"counts": ("x", 0, 0, 0)},
+    "pending documents that are no list": lambda state: {"pending": 5},
     "postings ending past their end": lambda state: _with_starts([*_starts(state)[:-1], _starts(state)[-1] + 1]),
     "postings going back": lambda state: _with_starts([0, 5, 4, *_starts(state)[3:]]),
     "fewer postings than stems": lambda state: _with_starts(_starts(state)[:-1]),
@@ -375,7 +385,7 @@ def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(see
     assert restored.index.snapshot_state() == live.index.snapshot_state()
     index, again = live.index, restored.index
     assert list(again._doc_of.items()) == list(index._doc_of.items())
-    assert (again._word_ids, again._other_stem_ids) == (index._word_ids, index._other_stem_ids)
+    assert (again._word_ids, again._stems_from_other_words) == (index._word_ids, index._stems_from_other_words)
     assert [again._stem_id(text) for text in again._stems] == list(range(len(index._stems)))
     for query in ("deploy", "N1", "sp", "Ghost", "data base"):
         assert again.matching(query) == index.matching(query)
