@@ -637,7 +637,14 @@ class GraphService:
         more = True
         while more:
             with self.store.reading():
-                more = self.state.index.index_some(slice_size)
+                index = self.state.index
+                if index.warm:
+                    break
+                more = index.index_some(slice_size)
+                if not more:
+                    # A snapshot saved before the index was built (a server closed within a minute of its first
+                    # start at 1M) left it pending: without this, every restart built it again (10 s at 1M).
+                    self.store.snapshot_outdated()
 
     def read_graph(self) -> KnowledgeGraph:
         with self.store.reading():

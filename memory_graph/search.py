@@ -436,6 +436,11 @@ class SubstringIndex:
         if self._dead > max(self._live, 4096):
             self._compact()
 
+    @property
+    def warm(self) -> bool:
+        """Whether every document is indexed."""
+        return self._warm
+
     def index_some(self, count: int) -> bool:
         """Index up to `count` pending documents; True while some remain (lets a caller build in slices)."""
         for _ in range(min(count, len(self._pending))):

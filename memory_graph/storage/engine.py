@@ -307,6 +307,11 @@ class StoreEngine(ABC):
         log.info("restored from the start snapshot %s", self._snapshot)
         return True
 
+    def snapshot_outdated(self) -> None:
+        """Said by a part whose state moved on with no record changing (work a restored snapshot left undone):
+        the next save writes the snapshot again, so the next start does not do that work once more."""
+        self._snapshot_behind = True
+
     def save_snapshot(self) -> bool:
         """Write the snapshot if one is kept, the store is big enough to gain from it, and what is held changed
         since the snapshot was written or restored; whether one was written. Never raises: a snapshot only saves
