@@ -14,7 +14,7 @@ import logging
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, islice, repeat
@@ -141,13 +141,65 @@ class Matched:
     relations: Callable[[], int]  # asked only when the answer is cut
 
 
+PLAIN_FIELDS = frozenset({"type", "name", "entityType", "observations"})
+
+
+class EntityTable(MutableMapping[str, dict[str, Any]]):
+    """Entity and lesson records by name. A plain entity (the four fields a load gives it, nothing more) is held
+    as one tuple, (entityType, *observations), and read back as a new record each time: at a million entities
+    their dicts and observation lists were about 190 MB of a restart's 2.1 GB. Any other record (a lesson, an
+    entity with fields of its own) is held as it is, and read back as that same dict."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, held: dict[str, tuple[str, ...] | dict[str, Any]] | None = None) -> None:
+        self.held = held if held is not None else {}
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        held = self.held[name]
+        if isinstance(held, tuple):
+            return {"type": "entity", "name": name, "entityType": held[0], "observations": list(held[1:])}
+        return held
+
+    def get(self, name: str, default: Any = None) -> Any:  # (Mapping's goes through a raised KeyError)
+        return self[name] if name in self.held else default
+
+    def __setitem__(self, name: str, record: dict[str, Any]) -> None:
+        plain = record.keys() == PLAIN_FIELDS and record["type"] == "entity" and record["name"] == name
+        self.held[name] = (record["entityType"], *record["observations"]) if plain else record
+
+    def __delitem__(self, name: str) -> None:
+        del self.held[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.held
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.held)
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def entity_type(self, name: str) -> str:
+        """The record's entityType, without making the record."""
+        held = self.held[name]
+        return held[0] if isinstance(held, tuple) else held["entityType"]
+
+    def view(self, name: str) -> dict[str, Any]:
+        """The record's plain-entity face (`entity_view`), without making the record first."""
+        held = self.held[name]
+        if isinstance(held, tuple):
+            return {"name": name, "entityType": held[0], "observations": list(held[1:])}
+        return entity_view(held)
+
+
 class GraphState:
     """The in-memory graph and its indexes, fed by the store (a `ChangeListener`, kept in its start snapshot)."""
 
     snapshot_name = "graph"
 
     def __init__(self) -> None:
-        self.entities: dict[str, dict[str, Any]] = {}
+        self.entities = EntityTable()
         # The entities a collection other than the memory's holds (lessons), by name: at a million entities a map
         # of every name to its collection took half a second of each restart to rebuild.
         self._elsewhere: dict[str, str] = {}
@@ -180,7 +232,7 @@ class GraphState:
         runs = sorted(Counter(map(len, self.by_node.values())).items())  # (relations, names with that many)
         touching = map(position.__getitem__, chain.from_iterable(map(itemgetter(1), by_degree)))
         return {
-            "entities": self.entities,
+            "entities": self.entities.held,
             "other_ends": names[len(self.entities) :],
             "elsewhere": self._elsewhere,
             "ordinals": array("q", map(self._ordinal.__getitem__, self.entities)).tobytes(),
@@ -198,9 +250,9 @@ class GraphState:
     def restore_state(self, state: dict[str, Any]) -> None:
         index = SubstringIndex()
         index.restore_state(state["index"])
-        entities = dict(state["entities"])
+        entities = EntityTable(dict(state["entities"]))
         elsewhere, ordinals = dict(state["elsewhere"]), int_array(state["ordinals"], "q")
-        if len(entities) != len(ordinals) or not elsewhere.keys() <= entities.keys():
+        if len(entities) != len(ordinals) or not elsewhere.keys() <= entities.held.keys():
             raise ValueError("the graph's entity tables differ")
         names = [*entities, *state["other_ends"]]
         name_at = names.__getitem__  # (an IndexError for a place past the table)
@@ -383,8 +435,8 @@ class GraphService:
     def entity_type(self, name: str) -> str | None:
         """The type of an entity or lesson with this exact name, or None (the read interface lessons use; call it
         inside a store read or transaction, as the lesson service does)."""
-        record = self.state.entities.get(name)
-        return None if record is None else record["entityType"]
+        entities = self.state.entities
+        return entities.entity_type(name) if name in entities else None
 
     # -- writes ------------------------------------------------------------------------------------------
     def create_entities(self, entities: Sequence[Entity]) -> CreatedEntities:
@@ -727,7 +779,7 @@ class GraphService:
         budget, shown = self.max_response_chars - ENVELOPE_CHARS, []
         for name in first[:LOADING_LEADING]:
             shown.append(name)
-            budget -= _json_size(entity_view(state.entities[name]))
+            budget -= _json_size(state.entities.view(name))
             if budget < 0:
                 break
         for collection, record in reads.relations_touching(shown):
@@ -751,7 +803,7 @@ class GraphService:
         after = decode_cursor(cursor)
         with self.store.reading():
             entities = self.state.entities
-            matching = [n for n, r in entities.items() if entity_type is None or r["entityType"] == entity_type]
+            matching = [n for n in entities if entity_type is None or entities.entity_type(n) == entity_type]
             later = (n for n in matching if after is None or n > after)
             page = heapq.nsmallest(limit + 1, later)
             budget, used = self.max_response_chars - ENVELOPE_CHARS, 0
@@ -788,7 +840,7 @@ class GraphService:
                 if k[0] in kept and k[1] in kept and (relation_type is None or k[2] == relation_type)
             ]
             neighbors = [
-                Neighbor(**entity_view(state.entities[n]), depth=found[n], degree=len(state.by_node.get(n, ())))
+                Neighbor(**state.entities.view(n), depth=found[n], degree=len(state.by_node.get(n, ())))
                 for n in kept[1:]
             ]
             return Neighborhood(
@@ -803,7 +855,7 @@ class GraphService:
         """Counts by entity type and relation type, and the most connected entities."""
         with self.store.reading():
             state = self.state
-            types = Counter(r["entityType"] for r in state.entities.values())
+            types = Counter(map(state.entities.entity_type, state.entities))
             relation_types = Counter(k[2] for k in state.relations)
             degree = {n: len(keys) for n, keys in state.by_node.items() if n in state.entities}
             busiest = heapq.nsmallest(top, degree, key=lambda n: (-degree[n], state.ordinal(n)))
@@ -813,8 +865,7 @@ class GraphService:
                 entityTypes=[TypeCount(type=t, count=c) for t, c in types.most_common()],
                 relationTypes=[TypeCount(type=t, count=c) for t, c in relation_types.most_common()],
                 mostConnected=[
-                    ConnectedEntity(name=n, entityType=state.entities[n]["entityType"], degree=degree[n])
-                    for n in busiest
+                    ConnectedEntity(name=n, entityType=state.entities.entity_type(n), degree=degree[n]) for n in busiest
                 ],
             )
 
@@ -837,7 +888,7 @@ class GraphService:
         entities: list[Entity] = []
         taken: dict[RelationKey, None] = {}
         for name in names:
-            view = entity_view(state.entities[name])
+            view = state.entities.view(name)
             touching = [k for k in state.by_node.get(name, ()) if k not in taken]
             cost = _json_size(view) + sum(_json_size(relation_view(k)) for k in touching)
             if used + cost > budget:
@@ -922,7 +973,7 @@ def _fit(names: list[str], state: GraphState, budget: int) -> list[str]:
     """The leading names whose entities fit the response budget (the first always)."""
     used = 0
     for count, name in enumerate(names):
-        used += _json_size(entity_view(state.entities[name])) + 40 * len(state.by_node.get(name, ()))
+        used += _json_size(state.entities.view(name)) + 40 * len(state.by_node.get(name, ()))
         if count and used > budget:
             return names[:count]
     return names

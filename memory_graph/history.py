@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -250,7 +250,8 @@ class HistoryService:
 
     def find_duplicates(self, limit: int = 50) -> Duplicates:
         with self.store.reading():
-            return find_duplicates(self.graph.state.entities, limit)
+            entities = self.graph.state.entities
+            return find_duplicates({name: entities.entity_type(name) for name in entities}, limit)
 
     def last_change(self, name: str) -> str | None:
         """When an entity (under this name) last changed, from its newest event; None without history (call it
@@ -376,20 +377,21 @@ def _initialled(a: list[str], b: list[str]) -> bool:
     return len(short) == 1 and long.startswith(short)
 
 
-def find_duplicates(entities: dict[str, dict[str, Any]], limit: int = 50) -> Duplicates:
-    """Pairs of entities whose names differ only in case, accents, punctuation, plural or an initial."""
+def find_duplicates(entity_types: Mapping[str, str], limit: int = 50) -> Duplicates:
+    """Pairs of entities (name -> entityType) whose names differ only in case, accents, punctuation, plural or an
+    initial."""
     by_folded: dict[tuple[str, ...], list[str]] = {}
     by_last: dict[tuple[str, str], list[str]] = {}
-    for name, record in entities.items():
+    for name, entity_type in entity_types.items():
         words = _folded_words(name)
         if not words:
             continue
         by_folded.setdefault(tuple(words), []).append(name)
-        by_last.setdefault((words[-1], record["entityType"]), []).append(name)
+        by_last.setdefault((words[-1], entity_type), []).append(name)
     found: list[DuplicatePair] = []
     for names in by_folded.values():
         for other in names[1:]:
-            same_type = entities[names[0]]["entityType"] == entities[other]["entityType"]
+            same_type = entity_types[names[0]] == entity_types[other]
             why = "same name but for case, accents, punctuation or plural"
             found.append(DuplicatePair(names=[names[0], other], reason=why + ("" if same_type else " (types differ)")))
     for (_, entity_type), names in by_last.items():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from memory_graph.errors import NotFoundError
-from memory_graph.graph import GraphService
-from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
+from memory_graph.graph import GraphService, GraphState
+from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation, entity_view
 from tests.conftest import FILES_ONLY, open_graph
 
 pytestmark = pytest.mark.usefixtures("each_engine")
@@ -299,3 +299,35 @@ def test_a_hub_keeps_every_relation_as_it_grows_past_a_few_and_shrinks_again(gra
     graph.delete_relations([rel("Solo", names[1], "a")])
     assert touching("Solo") == {("Solo", "Solo", "is"), (names[2], "Solo", "b")}
     assert len(graph.state.by_node["Solo"]) == 2 and names[1] not in graph.state.by_node
+
+
+def test_a_plain_entity_is_held_compactly_and_read_back_as_its_record() -> None:
+    # A plain entity is held as one tuple and made a record again at each read; anything with fields of its own
+    # is held as given. Reads must not tell the two apart, and a read record must not be the held state.
+    state = GraphState()
+    plain = {"type": "entity", "name": "Ada", "entityType": "person", "observations": ["math", "engines"]}
+    bare = {"type": "entity", "name": "Bare", "entityType": "thing", "observations": []}
+    extra = {"type": "entity", "name": "Tagged", "entityType": "note", "observations": ["x"], "source": "import"}
+    lesson = {
+        "type": "entity",
+        "name": "KEY_MISSING",
+        "entityType": "lesson",
+        "observations": ["check the key"],
+        "errorPattern": {"type": "runtime", "message": "KeyError: 'db'", "context": ""},
+    }
+    state.records_changed("memory", [], [dict(plain), dict(bare), dict(extra)])
+    state.records_changed("lesson", [], [dict(lesson)])
+    entities = state.entities
+    assert [entities[n] for n in entities] == [plain, bare, extra, lesson]
+    assert entities.get("Ada") == plain and entities.get("Nobody") is None and "Nobody" not in entities
+    assert isinstance(entities.held["Ada"], tuple) and isinstance(entities.held["Bare"], tuple)
+    assert entities.held["Tagged"] == extra and entities.held["KEY_MISSING"] == lesson
+    assert [entities.entity_type(n) for n in entities] == ["person", "thing", "note", "lesson"]
+    assert [entities.view(n) for n in entities] == [entity_view(r) for r in (plain, bare, extra, lesson)]
+    entities["Ada"]["observations"].append("changed by a caller")  # a copy: the held entity is unchanged
+    assert entities["Ada"] == plain
+    renamed = {**plain, "name": "Someone else"}  # a record under another name's key is not taken as plain
+    entities["Ada"] = renamed
+    assert entities["Ada"] == renamed
+    state.records_changed("memory", [("entity", "Bare")], [])
+    assert list(entities) == ["Ada", "Tagged", "KEY_MISSING"] and len(entities) == 3
