@@ -14,7 +14,7 @@ import logging
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, islice, repeat
@@ -144,32 +144,27 @@ class Matched:
 PLAIN_FIELDS = frozenset({"type", "name", "entityType", "observations"})
 
 
-class EntityTable(MutableMapping[str, dict[str, Any]]):
-    """Entity and lesson records by name. A plain entity (the four fields a load gives it, nothing more) is held
-    as one tuple, (entityType, *observations), and read back as a new record each time: at a million entities
-    their dicts and observation lists were about 190 MB of a restart's 2.1 GB. Any other record (a lesson, an
-    entity with fields of its own) is held as it is, and read back as that same dict."""
+class EntityTable(Mapping[str, dict[str, Any]]):
+    """Entity and lesson records by name, each with its creation ordinal. A plain entity (exactly the four fields a
+    load gives it) is held as one tuple, (ordinal, entityType, *observations), and read back as a new record each
+    time: at a million entities their dicts, observation lists and a map of the ordinals were about 240 MB of a
+    restart's 2.1 GB. Any other record (a lesson, an entity with fields of its own) is held as (ordinal, record)
+    and read back as that same dict."""
 
     __slots__ = ("held",)
 
-    def __init__(self, held: dict[str, tuple[str, ...] | dict[str, Any]] | None = None) -> None:
+    def __init__(self, held: dict[str, tuple[Any, ...]] | None = None) -> None:
         self.held = held if held is not None else {}
 
     def __getitem__(self, name: str) -> dict[str, Any]:
         held = self.held[name]
-        if isinstance(held, tuple):
-            return {"type": "entity", "name": name, "entityType": held[0], "observations": list(held[1:])}
-        return held
+        rest = held[1]
+        if isinstance(rest, dict):
+            return rest
+        return {"type": "entity", "name": name, "entityType": rest, "observations": list(held[2:])}
 
     def get(self, name: str, default: Any = None) -> Any:  # (Mapping's goes through a raised KeyError)
         return self[name] if name in self.held else default
-
-    def __setitem__(self, name: str, record: dict[str, Any]) -> None:
-        plain = record.keys() == PLAIN_FIELDS and record["type"] == "entity" and record["name"] == name
-        self.held[name] = (record["entityType"], *record["observations"]) if plain else record
-
-    def __delitem__(self, name: str) -> None:
-        del self.held[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self.held
@@ -180,17 +175,30 @@ class EntityTable(MutableMapping[str, dict[str, Any]]):
     def __len__(self) -> int:
         return len(self.held)
 
+    def put(self, name: str, record: dict[str, Any], ordinal: int) -> None:
+        plain = record.keys() == PLAIN_FIELDS and record["type"] == "entity" and record["name"] == name
+        self.held[name] = (ordinal, record["entityType"], *record["observations"]) if plain else (ordinal, record)
+
+    def remove(self, name: str) -> None:
+        del self.held[name]
+
+    def ordinal(self, name: str) -> int:
+        """When the entity was created, among all entities and relations (creation order)."""
+        ordinal: int = self.held[name][0]
+        return ordinal
+
     def entity_type(self, name: str) -> str:
         """The record's entityType, without making the record."""
-        held = self.held[name]
-        return held[0] if isinstance(held, tuple) else held["entityType"]
+        rest = self.held[name][1]
+        return rest["entityType"] if isinstance(rest, dict) else rest
 
     def view(self, name: str) -> dict[str, Any]:
         """The record's plain-entity face (`entity_view`), without making the record first."""
         held = self.held[name]
-        if isinstance(held, tuple):
-            return {"name": name, "entityType": held[0], "observations": list(held[1:])}
-        return entity_view(held)
+        rest = held[1]
+        if isinstance(rest, dict):
+            return entity_view(rest)
+        return {"name": name, "entityType": rest, "observations": list(held[2:])}
 
 
 class GraphState:
@@ -207,7 +215,6 @@ class GraphState:
         # name -> the relations touching it: a tuple up to SMALL_DEGREE of them, a set past that (hubs)
         self.by_node: dict[str, tuple[RelationKey, ...] | set[RelationKey]] = {}
         self.index = SubstringIndex()
-        self._ordinal: dict[str, int] = {}
         self._next_ordinal = 0
 
     def snapshot_version(self) -> str:
@@ -235,7 +242,6 @@ class GraphState:
             "entities": self.entities.held,
             "other_ends": names[len(self.entities) :],
             "elsewhere": self._elsewhere,
-            "ordinals": array("q", map(self._ordinal.__getitem__, self.entities)).tobytes(),
             "relation_from": array("q", map(place.__getitem__, map(itemgetter(0), keys))).tobytes(),
             "relation_to": array("q", map(place.__getitem__, map(itemgetter(1), keys))).tobytes(),
             "relation_type": [key[2] for key in keys],
@@ -250,9 +256,8 @@ class GraphState:
     def restore_state(self, state: dict[str, Any]) -> None:
         index = SubstringIndex()
         index.restore_state(state["index"])
-        entities = EntityTable(dict(state["entities"]))
-        elsewhere, ordinals = dict(state["elsewhere"]), int_array(state["ordinals"], "q")
-        if len(entities) != len(ordinals) or not elsewhere.keys() <= entities.held.keys():
+        entities, elsewhere = EntityTable(dict(state["entities"])), dict(state["elsewhere"])
+        if not elsewhere.keys() <= entities.held.keys():
             raise ValueError("the graph's entity tables differ")
         names = [*entities, *state["other_ends"]]
         name_at = names.__getitem__  # (an IndexError for a place past the table)
@@ -273,10 +278,9 @@ class GraphState:
                 by_node.update(zip(islice(named, count), zip(*[group] * degree, strict=True), strict=True))
             else:  # hubs, a few
                 by_node.update((name, set(islice(group, degree))) for name in islice(named, count))
-        ordinal = dict(zip(entities, ordinals, strict=True))
         relations, next_ordinal = dict(zip(keys, relation_ordinals, strict=True)), int(state["next_ordinal"])
         # All read before any is taken: a state that fails leaves the graph as it was (empty).
-        self.entities, self.index, self.by_node, self._ordinal = entities, index, by_node, ordinal
+        self.entities, self.index, self.by_node = entities, index, by_node
         self._elsewhere, self.relations, self._next_ordinal = elsewhere, relations, next_ordinal
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
@@ -300,20 +304,21 @@ class GraphState:
                     continue
                 name = record["name"] = intern(record["name"])
                 record["entityType"] = intern(record["entityType"])
-                self.entities[name] = record
+                if name in self.entities:
+                    ordinal = self.entities.ordinal(name)  # changed, not created: it keeps its place
+                else:
+                    ordinal = self._next_ordinal
+                    self._next_ordinal += 1
+                self.entities.put(name, record, ordinal)
                 if collection == MEMORY:
                     self._elsewhere.pop(name, None)
                 else:
                     self._elsewhere[name] = collection
-                if name not in self._ordinal:
-                    self._ordinal[name] = self._next_ordinal
-                    self._next_ordinal += 1
                 self.index.put(name, searchable_fields(record))
 
     def _drop_entity(self, name: str) -> None:
-        del self.entities[name]
+        self.entities.remove(name)
         self._elsewhere.pop(name, None)
-        del self._ordinal[name]
         self.index.remove(name)
 
     def _add_relation(self, key: RelationKey) -> None:
@@ -372,7 +377,7 @@ class GraphState:
         return self._elsewhere.get(name, MEMORY)
 
     def ordinal(self, name: str) -> int:
-        return self._ordinal[name]
+        return self.entities.ordinal(name)
 
     def relations_touching(self, names: Iterable[str]) -> list[RelationKey]:
         return sorted(self._touching(names), key=self.relations.__getitem__)  # creation order, like the reference

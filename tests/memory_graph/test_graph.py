@@ -302,8 +302,9 @@ def test_a_hub_keeps_every_relation_as_it_grows_past_a_few_and_shrinks_again(gra
 
 
 def test_a_plain_entity_is_held_compactly_and_read_back_as_its_record() -> None:
-    # A plain entity is held as one tuple and made a record again at each read; anything with fields of its own
-    # is held as given. Reads must not tell the two apart, and a read record must not be the held state.
+    # A plain entity is held as one tuple (with its ordinal) and made a record again at each read; anything with
+    # fields of its own is held as given. Reads must not tell the two apart, a read record must not be the held
+    # state, and an entity keeps its creation ordinal through changes.
     state = GraphState()
     plain = {"type": "entity", "name": "Ada", "entityType": "person", "observations": ["math", "engines"]}
     bare = {"type": "entity", "name": "Bare", "entityType": "thing", "observations": []}
@@ -315,19 +316,28 @@ def test_a_plain_entity_is_held_compactly_and_read_back_as_its_record() -> None:
         "observations": ["check the key"],
         "errorPattern": {"type": "runtime", "message": "KeyError: 'db'", "context": ""},
     }
-    state.records_changed("memory", [], [dict(plain), dict(bare), dict(extra)])
+    state.records_changed("memory", [], [dict(plain), dict(bare)])
+    state.records_changed("memory", [], [{"type": "relation", "from": "Ada", "to": "Bare", "relationType": "owns"}])
+    state.records_changed("memory", [], [dict(extra)])
     state.records_changed("lesson", [], [dict(lesson)])
     entities = state.entities
     assert [entities[n] for n in entities] == [plain, bare, extra, lesson]
     assert entities.get("Ada") == plain and entities.get("Nobody") is None and "Nobody" not in entities
-    assert isinstance(entities.held["Ada"], tuple) and isinstance(entities.held["Bare"], tuple)
-    assert entities.held["Tagged"] == extra and entities.held["KEY_MISSING"] == lesson
+    assert isinstance(entities.held["Ada"][1], str) and isinstance(entities.held["Bare"][1], str)
+    assert entities.held["Tagged"][1] == extra and entities.held["KEY_MISSING"][1] == lesson
     assert [entities.entity_type(n) for n in entities] == ["person", "thing", "note", "lesson"]
     assert [entities.view(n) for n in entities] == [entity_view(r) for r in (plain, bare, extra, lesson)]
+    assert [state.ordinal(n) for n in entities] == [0, 1, 3, 4]  # the relation took 2
     entities["Ada"]["observations"].append("changed by a caller")  # a copy: the held entity is unchanged
     assert entities["Ada"] == plain
+    more = {**plain, "observations": ["math", "engines", "notes"]}
+    state.records_changed("memory", [], [dict(more), {**bare, "source": "a field of its own"}])
+    assert entities["Ada"] == more and entities["Bare"] == {**bare, "source": "a field of its own"}
+    assert [state.ordinal(n) for n in entities] == [0, 1, 3, 4]  # changed, not created again
     renamed = {**plain, "name": "Someone else"}  # a record under another name's key is not taken as plain
-    entities["Ada"] = renamed
+    entities.put("Ada", renamed, 0)
     assert entities["Ada"] == renamed
     state.records_changed("memory", [("entity", "Bare")], [])
     assert list(entities) == ["Ada", "Tagged", "KEY_MISSING"] and len(entities) == 3
+    state.records_changed("memory", [], [dict(bare)])  # created again: a new ordinal, after everything
+    assert state.ordinal("Bare") == 5
