@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import chain, islice, repeat
-from operator import itemgetter, mul
+from itertools import islice
+from operator import add, itemgetter
 from sys import intern
 from typing import Any, overload
 
@@ -57,6 +57,7 @@ from memory_graph.search import (
     narrowing_fragments,
     prepare,
     substring_words,
+    table_places,
 )
 from memory_graph.semantic import SemanticIndex
 from memory_graph.storage import (
@@ -201,6 +202,158 @@ class EntityTable(Mapping[str, dict[str, Any]]):
         return {"name": name, "entityType": rest, "observations": list(held[2:])}
 
 
+Touching = tuple[RelationKey, ...] | set[RelationKey]
+
+
+class RelationsByName(Mapping[str, Touching]):
+    """name -> the relations touching it: a tuple up to SMALL_DEGREE of them, a set past that (hubs).
+
+    Restored from a snapshot, it holds them as one array of relation places with each name's start and count, by
+    the name's place (an entity's creation ordinal, or a place after those for a relation end that names no
+    entity): a million tuples and the map of them took 2.3 s of a restart at a million entities, and ~100 MB. A
+    name whose relations change afterwards is held in `changed`, as every name is in a graph that was not
+    restored."""
+
+    __slots__ = ("_degrees", "_entities", "_keys", "_limit", "_other", "_starts", "_touching", "changed")
+
+    def __init__(self, entities: EntityTable) -> None:
+        # () for a name that had relations when restored and has none left
+        self.changed: dict[str, Touching] = {}
+        self._entities = entities
+        self._keys: list[RelationKey] = []
+        self._other: dict[str, int] = {}
+        self._limit = 0
+        self._starts = self._degrees = self._touching = array("i")
+
+    def restore(
+        self,
+        keys: list[RelationKey],
+        other_ends: list[str],
+        limit: int,
+        starts: array[int],
+        degrees: array[int],
+        touching: array[int],
+    ) -> None:
+        """Hold what `columns` gave (raises ValueError, changing nothing, when the columns do not fit together)."""
+        if len(starts) != len(degrees) or len(starts) != limit + len(other_ends):
+            raise ValueError("the graph's relations by name are not one place per name")
+        if sum(degrees) != len(touching) or min(degrees, default=0) < 0 or min(starts, default=0) < 0:
+            raise ValueError("the graph's relations by name do not add up")
+        if max(map(add, starts, degrees), default=0) > len(touching) or not min(touching, default=0) >= 0:
+            raise ValueError("the graph's relations by name point past their table")
+        if max(touching, default=-1) >= len(keys):
+            raise ValueError("the graph's relations by name point past the relations")
+        self._keys, self._limit, self._starts, self._degrees, self._touching = keys, limit, starts, degrees, touching
+        self._other = dict(zip(other_ends, range(limit, limit + len(other_ends)), strict=True))
+        self.changed = {}
+
+    def columns(self, relations: Mapping[RelationKey, int], next_ordinal: int) -> dict[str, Any]:
+        """The snapshot's columns: the relation ends that name no entity, and each place's start and count in one
+        array of places among `relations` (in their order). Places are ordinals, so the arrays hold 8 bytes for
+        each ordinal given since the memory was last read in full (a new version of the code reads it so)."""
+        position = dict(zip(relations, range(len(relations)), strict=True))
+        other_ends = [name for name in self if name not in self._entities]
+        other = dict(zip(other_ends, range(next_ordinal, next_ordinal + len(other_ends)), strict=True))
+        size = next_ordinal + len(other_ends)
+        starts, degrees, touching = array("i", bytes(4 * size)), array("i", bytes(4 * size)), array("i")
+        ordinal = self._entities.ordinal
+        for name, held in self.items():
+            place = other[name] if name in other else ordinal(name)
+            starts[place], degrees[place] = len(touching), len(held)
+            touching.extend(map(position.__getitem__, held))
+        return {
+            "other_ends": other_ends,
+            "starts": starts.tobytes(),
+            "degrees": degrees.tobytes(),
+            "touching": touching.tobytes(),
+        }
+
+    def _place(self, name: str) -> int | None:
+        place = self._other.get(name)
+        if place is not None:
+            return place
+        held = self._entities.held.get(name)
+        # (an entity created since the restore has an ordinal past the places)
+        return held[0] if held is not None and held[0] < self._limit else None
+
+    def _restored(self, name: str) -> Touching:
+        place = self._place(name)
+        degree = 0 if place is None else self._degrees[place]
+        if not degree:
+            return ()
+        start = self._starts[place]  # type: ignore[index]
+        keys = map(self._keys.__getitem__, self._touching[start : start + degree])
+        return tuple(keys) if degree <= SMALL_DEGREE else set(keys)
+
+    def _held(self, name: str) -> Touching:
+        held = self.changed.get(name)
+        return self._restored(name) if held is None else held
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._held(name) or default
+
+    def __getitem__(self, name: str) -> Touching:
+        held = self._held(name)
+        if not held:
+            raise KeyError(name)
+        return held
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and bool(self._held(name))
+
+    def __iter__(self) -> Iterator[str]:
+        changed, other, degrees, limit = self.changed, self._other, self._degrees, self._limit
+        yield from (name for name, held in changed.items() if held)
+        yield from (name for name, place in other.items() if degrees[place] and name not in changed)
+        if not limit:
+            return  # not restored: every name is in `changed`
+        for name, held in self._entities.held.items():
+            place = held[0]
+            if place < limit and degrees[place] and name not in changed and name not in other:
+                yield name
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def degree(self, name: str) -> int:
+        """How many relations touch the name, without making their tuple."""
+        held = self.changed.get(name)
+        if held is not None:
+            return len(held)
+        place = self._place(name)
+        return 0 if place is None else self._degrees[place]
+
+    def add(self, name: str, key: RelationKey) -> None:
+        held = self._held(name)
+        if isinstance(held, set):
+            held.add(key)
+            self.changed[name] = held
+        else:
+            # Most entities have a few relations: a tuple holds them in a third of a set's memory.
+            self.changed[name] = (*held, key) if len(held) < SMALL_DEGREE else {*held, key}
+
+    def discard(self, name: str, key: RelationKey) -> None:
+        held = self._held(name)
+        if isinstance(held, set):
+            held.discard(key)
+        else:
+            held = tuple(other for other in held if other != key)
+        if held:
+            self.changed[name] = held
+        elif self._restored(name):
+            self.changed[name] = ()
+        else:
+            self.changed.pop(name, None)
+
+    def entity_leaving(self, name: str) -> None:
+        """Called before an entity is removed from the entities: its restored relations are found by its ordinal,
+        which goes with it, so they are held by name from then on."""
+        if name not in self.changed and name not in self._other:
+            held = self._restored(name)
+            if held:
+                self.changed[name] = held
+
+
 class GraphState:
     """The in-memory graph and its indexes, fed by the store (a `ChangeListener`, kept in its start snapshot)."""
 
@@ -213,7 +366,7 @@ class GraphState:
         self._elsewhere: dict[str, str] = {}
         self.relations: dict[RelationKey, int] = {}  # key -> creation ordinal
         # name -> the relations touching it: a tuple up to SMALL_DEGREE of them, a set past that (hubs)
-        self.by_node: dict[str, tuple[RelationKey, ...] | set[RelationKey]] = {}
+        self.by_node = RelationsByName(self.entities)
         self.index = SubstringIndex()
         self._next_ordinal = 0
 
@@ -224,31 +377,22 @@ class GraphState:
     def snapshot_state(self) -> dict[str, Any]:
         """The tables as columns, names as their places in one table (the entities' names, then the relation ends
         that name no entity): the names' tables in the entities' order, the relations as their ends' places and
-        types, and each name's relations as places among the relations. Kept as dicts of key tuples, every
-        `by_node` entry came back with copies of its keys (a tuple more per relation end), and reading the names
-        again and again was most of a restart's restore (bench/restore_bench.py at 100k entities: 1.7 -> 1.1 s,
-        RSS 307 -> 273 MB with the search index's maps rebuilt too)."""
-        names = list(self.entities)
-        names.extend(name for name in self.by_node if name not in self.entities)  # every relation end is there
+        types, and each name's relations as places among the relations (`RelationsByName.columns`). Kept as dicts
+        of key tuples, every name's relations came back with copies of their keys, and reading the names again
+        and again was most of a restart's restore (bench/restore_bench.py at 100k entities: 1.7 -> 1.1 s, RSS 307
+        -> 273 MB with the search index's maps rebuilt too)."""
+        by_name = self.by_node.columns(self.relations, self._next_ordinal)
+        names = [*self.entities, *by_name["other_ends"]]  # every relation end is in one or the other
         place = dict(zip(names, range(len(names)), strict=True))
         keys = list(self.relations)
-        position = dict(zip(keys, range(len(keys)), strict=True))
-        # Each name's relations grouped by how many they are (a restore makes each group's tuples in one pass), in
-        # the order of `by_node` within a group.
-        by_degree = sorted(self.by_node.items(), key=lambda item: len(item[1]))
-        runs = sorted(Counter(map(len, self.by_node.values())).items())  # (relations, names with that many)
-        touching = map(position.__getitem__, chain.from_iterable(map(itemgetter(1), by_degree)))
         return {
             "entities": self.entities.held,
-            "other_ends": names[len(self.entities) :],
             "elsewhere": self._elsewhere,
             "relation_from": array("q", map(place.__getitem__, map(itemgetter(0), keys))).tobytes(),
             "relation_to": array("q", map(place.__getitem__, map(itemgetter(1), keys))).tobytes(),
             "relation_type": [key[2] for key in keys],
             "relation_ordinals": array("q", self.relations.values()).tobytes(),
-            "touched": array("q", map(place.__getitem__, map(itemgetter(0), by_degree))).tobytes(),
-            "degree_runs": array("q", chain.from_iterable(runs)).tobytes(),
-            "touching": array("q", touching).tobytes(),
+            **by_name,
             "next_ordinal": self._next_ordinal,
             "index": self.index.snapshot_state(),
         }
@@ -259,26 +403,22 @@ class GraphState:
         entities, elsewhere = EntityTable(dict(state["entities"])), dict(state["elsewhere"])
         if not elsewhere.keys() <= entities.held.keys():
             raise ValueError("the graph's entity tables differ")
-        names = [*entities, *state["other_ends"]]
-        name_at = names.__getitem__  # (an IndexError for a place past the table)
-        starts, ends = int_array(state["relation_from"], "q"), int_array(state["relation_to"], "q")
+        other_ends = list(state["other_ends"])
+        name_at = [*entities, *other_ends].__getitem__  # (an IndexError for a place past the table)
+        starts, ends = (
+            table_places(state["relation_from"], "relation starts"),
+            table_places(state["relation_to"], "relation ends"),
+        )
         types, relation_ordinals = state["relation_type"], int_array(state["relation_ordinals"], "q")
         if not (len(starts) == len(ends) == len(types) == len(relation_ordinals)):
             raise ValueError("the graph's relation columns differ in length")
         keys = list(zip(map(name_at, starts), map(name_at, ends), types, strict=True))
-        touched, touching, runs = (int_array(state[field], "q") for field in ("touched", "touching", "degree_runs"))
-        degrees, counts = runs[::2], runs[1::2]
-        if len(touched) != sum(counts) or len(touching) != sum(map(mul, degrees, counts)) or min(runs, default=1) < 1:
-            raise ValueError("the graph's relations by name do not add up")
-        held, named = map(keys.__getitem__, touching), map(name_at, touched)
-        by_node: dict[str, tuple[RelationKey, ...] | set[RelationKey]] = {}
-        for degree, count in zip(degrees, counts, strict=True):
-            group = islice(held, degree * count)
-            if degree <= SMALL_DEGREE:
-                by_node.update(zip(islice(named, count), zip(*[group] * degree, strict=True), strict=True))
-            else:  # hubs, a few
-                by_node.update((name, set(islice(group, degree))) for name in islice(named, count))
-        relations, next_ordinal = dict(zip(keys, relation_ordinals, strict=True)), int(state["next_ordinal"])
+        next_ordinal = int(state["next_ordinal"])
+        by_node = RelationsByName(entities)
+        by_node.restore(
+            keys, other_ends, next_ordinal, *(int_array(state[field]) for field in ("starts", "degrees", "touching"))
+        )
+        relations = dict(zip(keys, relation_ordinals, strict=True))
         # All read before any is taken: a state that fails leaves the graph as it was (empty).
         self.entities, self.index, self.by_node = entities, index, by_node
         self._elsewhere, self.relations, self._next_ordinal = elsewhere, relations, next_ordinal
@@ -317,6 +457,7 @@ class GraphState:
                 self.index.put(name, searchable_fields(record))
 
     def _drop_entity(self, name: str) -> None:
+        self.by_node.entity_leaving(name)
         self.entities.remove(name)
         self._elsewhere.pop(name, None)
         self.index.remove(name)
@@ -326,33 +467,15 @@ class GraphState:
             return
         self.relations[key] = self._next_ordinal
         self._next_ordinal += 1
-        by_node = self.by_node
         for end in (key[0], key[1]) if key[0] != key[1] else (key[0],):
-            touching = by_node.get(end)
-            if touching is None:
-                by_node[end] = (key,)
-            elif isinstance(touching, tuple):
-                # Most entities have a few relations: a tuple holds them in a third of a set's memory.
-                by_node[end] = (*touching, key) if len(touching) < SMALL_DEGREE else {*touching, key}
-            else:
-                touching.add(key)
+            self.by_node.add(end, key)
 
     def _drop_relation(self, key: RelationKey) -> None:
         if key not in self.relations:
             return
         del self.relations[key]
-        for end in (key[0], key[1]):
-            touching = self.by_node.get(end)
-            if isinstance(touching, tuple):
-                rest = tuple(other for other in touching if other != key)
-                if rest:
-                    self.by_node[end] = rest
-                else:
-                    del self.by_node[end]
-            elif touching is not None:
-                touching.discard(key)
-                if not touching:
-                    del self.by_node[end]
+        for end in (key[0], key[1]) if key[0] != key[1] else (key[0],):
+            self.by_node.discard(end, key)
 
     @classmethod
     def of(
@@ -390,7 +513,7 @@ class GraphState:
         # Estimated from a sample of the names (summing every name's degree cost a third of the pass it saves);
         # either way the count is exact.
         sample = list(islice(chosen, DEGREE_SAMPLE))
-        touching = sum(map(len, map(self.by_node.get, sample, repeat(())))) * len(chosen) / max(len(sample), 1)
+        touching = sum(map(self.by_node.degree, sample)) * len(chosen) / max(len(sample), 1)
         if 2 * touching > len(self.relations):
             return sum(1 for start, end, _ in self.relations if start in chosen or end in chosen)
         return len(self._touching(chosen))
@@ -837,7 +960,7 @@ class GraphService:
             if name not in state.entities:
                 raise self._missing_entity(name)
             found = _within(state, name, depth, relation_type)
-            ranked = sorted(found, key=lambda n: (found[n], -len(state.by_node.get(n, ())), state.ordinal(n)))
+            ranked = sorted(found, key=lambda n: (found[n], -state.by_node.degree(n), state.ordinal(n)))
             kept = _fit([name, *ranked[:limit]], state, self.max_response_chars - ENVELOPE_CHARS)
             keys = [
                 k
@@ -845,8 +968,7 @@ class GraphService:
                 if k[0] in kept and k[1] in kept and (relation_type is None or k[2] == relation_type)
             ]
             neighbors = [
-                Neighbor(**state.entities.view(n), depth=found[n], degree=len(state.by_node.get(n, ())))
-                for n in kept[1:]
+                Neighbor(**state.entities.view(n), depth=found[n], degree=state.by_node.degree(n)) for n in kept[1:]
             ]
             return Neighborhood(
                 name=name,
@@ -862,7 +984,7 @@ class GraphService:
             state = self.state
             types = Counter(map(state.entities.entity_type, state.entities))
             relation_types = Counter(k[2] for k in state.relations)
-            degree = {n: len(keys) for n, keys in state.by_node.items() if n in state.entities}
+            degree = {n: state.by_node.degree(n) for n in state.by_node if n in state.entities}
             busiest = heapq.nsmallest(top, degree, key=lambda n: (-degree[n], state.ordinal(n)))
             return GraphSummary(
                 entities=len(state.entities),
@@ -978,7 +1100,7 @@ def _fit(names: list[str], state: GraphState, budget: int) -> list[str]:
     """The leading names whose entities fit the response budget (the first always)."""
     used = 0
     for count, name in enumerate(names):
-        used += _json_size(state.entities.view(name)) + 40 * len(state.by_node.get(name, ()))
+        used += _json_size(state.entities.view(name)) + 40 * state.by_node.degree(name)
         if count and used > budget:
             return names[:count]
     return names

@@ -290,11 +290,11 @@ def int_array(data: bytes, typecode: str = "i") -> array[int]:
     return numbers
 
 
-def _places(data: bytes, what: str) -> array[int]:
+def table_places(data: bytes, what: str) -> array[int]:
     """Places in a table, from the snapshot: a place past the table is an IndexError when it is looked up."""
     places = int_array(data, "q")
     if min(places, default=0) < 0:
-        raise ValueError(f"the search index places {what} before the start of their table")
+        raise ValueError(f"the snapshot places {what} before the start of their table")
     return places
 
 
@@ -570,7 +570,7 @@ class SubstringIndex:
         names, texts, words = state["names"], state["texts"], state["words"]
         if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
             raise ValueError("the search index's tables differ in length")
-        stem_places = _places(state["stem_places"], "stems")
+        stem_places = table_places(state["stem_places"], "stems")
         if len(set(stem_places)) != len(stem_places):
             raise ValueError("the search index holds a stem twice")
         stems = list(map([*words, *state["stems_no_word_spells"]].__getitem__, stem_places))
@@ -584,7 +584,7 @@ class SubstringIndex:
         word_ids = dict(zip(words, range(len(words)), strict=True))
         if len(doc_of) != len(names) - names.count(None) or len(word_ids) != len(words):
             raise ValueError("the search index names a document or word twice")
-        from_other_words = _places(state["stems_from_other_words"], "stems made from other words")
+        from_other_words = table_places(state["stems_from_other_words"], "stems made from other words")
         stems_from_other_words = dict(zip(map(stems.__getitem__, from_other_words), from_other_words, strict=True))
         if len(stems_from_other_words) != len(from_other_words):
             raise ValueError("the search index names a stem made from other words twice")
