@@ -364,6 +364,8 @@ class GraphState:
         # The entities a collection other than the memory's holds (lessons), by name: at a million entities a map
         # of every name to its collection took half a second of each restart to rebuild.
         self._elsewhere: dict[str, str] = {}
+        # Shared lessons behind an entity of this memory under the same name, shown once that entity is gone.
+        self._hidden_lessons: dict[str, dict[str, Any]] = {}
         self.relations: dict[RelationKey, int] = {}  # key -> creation ordinal
         # name -> the relations touching it: a tuple up to SMALL_DEGREE of them, a set past that (hubs)
         self.by_node = RelationsByName(self.entities)
@@ -388,6 +390,7 @@ class GraphState:
         return {
             "entities": self.entities.held,
             "elsewhere": self._elsewhere,
+            "hidden_lessons": self._hidden_lessons,
             "relation_from": array("q", map(place.__getitem__, map(itemgetter(0), keys))).tobytes(),
             "relation_to": array("q", map(place.__getitem__, map(itemgetter(1), keys))).tobytes(),
             "relation_type": [key[2] for key in keys],
@@ -401,6 +404,7 @@ class GraphState:
         index = SubstringIndex()
         index.restore_state(state["index"])
         entities, elsewhere = EntityTable(dict(state["entities"])), dict(state["elsewhere"])
+        hidden_lessons = dict(state["hidden_lessons"])
         if not elsewhere.keys() <= entities.held.keys():
             raise ValueError("the graph's entity tables differ")
         other_ends = list(state["other_ends"])
@@ -422,6 +426,7 @@ class GraphState:
         # All read before any is taken: a state that fails leaves the graph as it was (empty).
         self.entities, self.index, self.by_node = entities, index, by_node
         self._elsewhere, self.relations, self._next_ordinal = elsewhere, relations, next_ordinal
+        self._hidden_lessons = hidden_lessons
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
         for key in removed:
@@ -429,32 +434,44 @@ class GraphState:
                 self._drop_relation((key[1], key[2], key[3]))
             elif self.home(key[1]) == collection:
                 self._drop_entity(key[1])
+                hidden = self._hidden_lessons.pop(key[1], None) if collection == MEMORY else None
+                if hidden is not None:  # the project's own entity is gone: the shared lesson shows again
+                    self._put_entity(LESSONS, hidden)
+            elif collection == LESSONS:
+                self._hidden_lessons.pop(key[1], None)
         for record in upserted:
             if record["type"] == "relation":
                 # Interned, the ends share the entities' name strings instead of holding copies of their own.
                 self._add_relation((intern(record["from"]), intern(record["to"]), intern(record["relationType"])))
-            else:
-                if collection == LESSONS and self.home(record["name"]) == MEMORY:
-                    # Trigger: another project wrote a shared lesson under a name this project's memory uses.
-                    # Why: the project's own entity must not vanish behind it. Outcome: the entity stays; the
-                    # lesson is not shown here (it is, in every project without that name).
-                    log.warning(
-                        "the shared lesson %r is hidden here: this project has an entity of that name", record["name"]
-                    )
-                    continue
-                name = record["name"] = intern(record["name"])
-                record["entityType"] = intern(record["entityType"])
-                if name in self.entities:
-                    ordinal = self.entities.ordinal(name)  # changed, not created: it keeps its place
-                else:
-                    ordinal = self._next_ordinal
-                    self._next_ordinal += 1
-                self.entities.put(name, record, ordinal)
-                if collection == MEMORY:
-                    self._elsewhere.pop(name, None)
-                else:
-                    self._elsewhere[name] = collection
-                self.index.put(name, searchable_fields(record))
+                continue
+            home = self.home(record["name"])
+            if collection == LESSONS and home == MEMORY:
+                # Trigger: another project wrote a shared lesson under a name this project's memory uses.
+                # Why: the project's own entity must not vanish behind it. Outcome: the entity stays; the
+                # lesson is not shown here while it does (it is, in every project without that name).
+                log.warning(
+                    "the shared lesson %r is hidden here: this project has an entity of that name", record["name"]
+                )
+                self._hidden_lessons[record["name"]] = record
+                continue
+            if collection == MEMORY and home == LESSONS:  # (heard after the lesson: a load, another process)
+                self._hidden_lessons[record["name"]] = self.entities[record["name"]]
+            self._put_entity(collection, record)
+
+    def _put_entity(self, collection: str, record: dict[str, Any]) -> None:
+        name = record["name"] = intern(record["name"])
+        record["entityType"] = intern(record["entityType"])
+        if name in self.entities:
+            ordinal = self.entities.ordinal(name)  # changed, not created: it keeps its place
+        else:
+            ordinal = self._next_ordinal
+            self._next_ordinal += 1
+        self.entities.put(name, record, ordinal)
+        if collection == MEMORY:
+            self._elsewhere.pop(name, None)
+        else:
+            self._elsewhere[name] = collection
+        self.index.put(name, searchable_fields(record))
 
     def _drop_entity(self, name: str) -> None:
         self.by_node.entity_leaving(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 from pathlib import Path
 
 import pytest
@@ -341,3 +342,31 @@ def test_a_plain_entity_is_held_compactly_and_read_back_as_its_record() -> None:
     assert list(entities) == ["Ada", "Tagged", "KEY_MISSING"] and len(entities) == 3
     state.records_changed("memory", [], [dict(bare)])  # created again: a new ordinal, after everything
     assert state.ordinal("Bare") == 5
+
+
+def test_a_shared_lesson_behind_an_entity_of_the_same_name_shows_once_the_entity_is_gone() -> None:
+    # Whichever is heard first (a load reads the memory, then the lessons; another process may write either),
+    # the memory's entity is shown; the lesson is kept aside, follows its own changes, and shows once the entity
+    # is deleted. A snapshot keeps it aside too.
+    entity = {"type": "entity", "name": "PORT", "entityType": "note", "observations": ["mine"]}
+    lesson = {"type": "entity", "name": "PORT", "entityType": "lesson", "observations": ["stop it"], "errorPattern": {}}
+    changed = {**lesson, "observations": ["stop it", "or use another port"]}
+    for first, then in ((("memory", entity), ("lesson", lesson)), (("lesson", lesson), ("memory", entity))):
+        state = GraphState()
+        for collection, record in (first, then):
+            state.records_changed(collection, [], [dict(record)])
+        assert state.entities["PORT"] == entity and state.home("PORT") == "memory"
+        state.records_changed("lesson", [], [dict(changed)])
+        assert state.entities["PORT"] == entity
+        restored = GraphState()
+        restored.restore_state(marshal.loads(marshal.dumps(state.snapshot_state())))
+        for each in (state, restored):
+            each.records_changed("memory", [("entity", "PORT")], [])
+            assert each.entities["PORT"] == changed and each.home("PORT") == "lesson"
+            assert each.index.matching("another port") == ["PORT"]
+    gone = GraphState()
+    gone.records_changed("memory", [], [dict(entity)])
+    gone.records_changed("lesson", [], [dict(lesson)])
+    gone.records_changed("lesson", [("entity", "PORT")], [])  # the lesson deleted while aside
+    gone.records_changed("memory", [("entity", "PORT")], [])
+    assert "PORT" not in gone.entities

@@ -149,8 +149,14 @@ def test_a_shared_lesson_never_hides_a_projects_own_entity(tmp_path: Path) -> No
     beta.lessons.create_lesson(LessonInput.model_validate(PORT_LESSON))
     found = alpha.graph.open_nodes(["PORT_IN_USE"]).entities
     assert [(e.entityType, e.observations) for e in found] == [("note", ["alpha's own"])]
+    fresh = build_services(project_settings(tmp_path, "alpha")).graph.open_nodes(["PORT_IN_USE"]).entities
+    assert [e.entityType for e in fresh] == ["note"]  # a fresh start hears the lesson after the entity
     alpha.graph.delete_entities(["PORT_IN_USE"])
-    assert alpha.graph.open_nodes(["PORT_IN_USE"]).entities == []
+    # Its own entity gone, the project sees the shared lesson, as a fresh start of it does.
+    shown = alpha.graph.open_nodes(["PORT_IN_USE"]).entities
+    assert [(e.entityType, e.observations) for e in shown] == [("lesson", PORT_LESSON["observations"])]
+    again = build_services(project_settings(tmp_path, "alpha")).graph.open_nodes(["PORT_IN_USE"]).entities
+    assert again == shown
 
 
 def test_auto_is_refused_over_http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
