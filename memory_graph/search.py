@@ -337,18 +337,21 @@ class Postings:
         own = self.own.get(stem_id)
         if own is not None:
             return own
-        if not 0 <= stem_id < self._count:
-            raise IndexError(f"no stem {stem_id}")
-        return self._packed[self._starts[stem_id] : self._starts[stem_id + 1]]
+        start, end = self._packed_span(stem_id)
+        return self._packed[start:end]
 
     def size(self, stem_id: int) -> int:
         """How many entries a stem's postings hold (without copying them)."""
         own = self.own.get(stem_id)
         if own is not None:
             return len(own)
+        start, end = self._packed_span(stem_id)
+        return end - start
+
+    def _packed_span(self, stem_id: int) -> tuple[int, int]:
         if not 0 <= stem_id < self._count:
             raise IndexError(f"no stem {stem_id}")
-        return self._starts[stem_id + 1] - self._starts[stem_id]
+        return self._starts[stem_id], self._starts[stem_id + 1]
 
     def growing(self, stem_id: int) -> array[int]:
         """The stem's own array, for a write to extend."""
