@@ -276,12 +276,15 @@ class RelationsByName(Mapping[str, Touching]):
         # (an entity created since the restore has an ordinal past the places)
         return held[0] if held is not None and held[0] < self._limit else None
 
-    def _restored(self, name: str) -> Touching:
+    def _restored_span(self, name: str) -> tuple[int, int]:
+        """Where the name's restored relations start in `_touching`, and how many they are (0: none)."""
         place = self._place(name)
-        degree = 0 if place is None else self._degrees[place]
+        return (0, 0) if place is None else (self._starts[place], self._degrees[place])
+
+    def _restored(self, name: str) -> Touching:
+        start, degree = self._restored_span(name)
         if not degree:
             return ()
-        start = self._starts[place]  # type: ignore[index]
         keys = map(self._keys.__getitem__, self._touching[start : start + degree])
         return tuple(keys) if degree <= SMALL_DEGREE else set(keys)
 
@@ -318,10 +321,7 @@ class RelationsByName(Mapping[str, Touching]):
     def degree(self, name: str) -> int:
         """How many relations touch the name, without making their tuple."""
         held = self.changed.get(name)
-        if held is not None:
-            return len(held)
-        place = self._place(name)
-        return 0 if place is None else self._degrees[place]
+        return len(held) if held is not None else self._restored_span(name)[1]
 
     def add(self, name: str, key: RelationKey) -> None:
         held = self._held(name)
@@ -340,7 +340,7 @@ class RelationsByName(Mapping[str, Touching]):
             held = tuple(other for other in held if other != key)
         if held:
             self.changed[name] = held
-        elif self._restored(name):
+        elif self._restored_span(name)[1]:
             self.changed[name] = ()
         else:
             self.changed.pop(name, None)
