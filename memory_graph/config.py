@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -89,6 +90,22 @@ ENVIRONMENT = {
     "MEMORY_HOST": ("`127.0.0.1`", "HTTP bind address (the `--host` flag wins)."),
     "MEMORY_PORT": ("`8000`", "HTTP port (the `--port` flag wins)."),
     "MEMORY_LOG_LEVEL": ("`WARNING`", "Log level on stderr: DEBUG, INFO, WARNING, ERROR."),
+    "MEMORY_SHARED_SERVER": (
+        "`off`",
+        "`on`: stdio starts share one background server per memory and configuration. The first start launches "
+        "it; every later start (each editor window, each new chat) connects to it and is answered at once, from "
+        "a memory already loaded. It exits after MEMORY_SHARED_IDLE_SECONDS without clients. Not with "
+        "MEMORY_PROJECT=auto (each connection chooses its own store there).",
+    ),
+    "XDG_RUNTIME_DIR": (
+        "unset (the system's temporary folder)",
+        "The per-user runtime folder: the shared server's socket, lock and log are kept in its `memory-graph/` "
+        "folder (else in `<temp>/memory-graph-<uid>/`), which must be this user's alone.",
+    ),
+    "MEMORY_SHARED_IDLE_SECONDS": (
+        "`900`",
+        "How long the shared server (MEMORY_SHARED_SERVER=on) waits without clients before it exits.",
+    ),
     "XDG_DATA_HOME": ("`~/.local/share`", "The standard per-user data folder; the default memory lives below it."),
 }
 
@@ -194,6 +211,15 @@ def default_data_dir(env: Mapping[str, str]) -> Path:
     return root / "memory-graph"
 
 
+def shared_folder(env: Mapping[str, str]) -> Path:
+    """Where the shared server's socket goes: the runtime folder's `memory-graph`, else a folder of this user's own
+    in the temporary folder (launch.py refuses it unless only this user can use it)."""
+    runtime = env.get("XDG_RUNTIME_DIR", "").strip()
+    if runtime:
+        return Path(runtime) / "memory-graph"
+    return Path(tempfile.gettempdir()) / f"memory-graph-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+
+
 def resolve_path(raw: str, cwd: Path) -> Path:
     path = Path(raw).expanduser()
     return path if path.is_absolute() else cwd / path
@@ -219,6 +245,9 @@ class Settings:
     home_files: tuple[Path, Path] | None = None  # the default store's memory and lesson files, once on a project
     semantic: str = "off"  # auto | on | off (from_env defaults to auto; built directly, as tests and benches do: off)
     cache_dir: Path = Path.home() / ".cache" / "memory-graph"
+    shared_server: bool = False  # stdio starts relay to one background server (launch.py, shared_server.py)
+    shared_idle_seconds: int = 900
+    shared_folder: Path = Path(tempfile.gettempdir()) / "memory-graph-shared"  # its socket, lock and log
 
     @property
     def data_folder(self) -> Path:
@@ -307,7 +336,13 @@ class Settings:
         if semantic not in ("auto", "on", "off"):
             raise InvalidInputError(f"MEMORY_SEMANTIC={semantic!r} is not valid; use auto (the default), on or off")
         raw_cache = env.get("XDG_CACHE_HOME", "").strip()
+        shared = env.get("MEMORY_SHARED_SERVER", "").strip().lower() or "off"
+        if shared not in ("on", "off"):
+            raise InvalidInputError(f"MEMORY_SHARED_SERVER={shared!r} is not valid; use off (the default) or on")
         settings = cls(
+            shared_server=shared == "on",
+            shared_idle_seconds=_int(env, "MEMORY_SHARED_IDLE_SECONDS", 900, 1),
+            shared_folder=shared_folder(env),
             semantic=semantic,
             cache_dir=(Path(raw_cache) if raw_cache else Path.home() / ".cache") / "memory-graph",
             database_url=database_url(env.get("MEMORY_DATABASE_URL", "")),

@@ -97,22 +97,29 @@ class _Unanswered:
 
 
 async def _serve(server: MCPServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    stopped_by: list[int] = []
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(stop_on_signal, outer.cancel_scope, stopped_by)
+        await serve_connection(server, stdin, stdout)
+        outer.cancel_scope.cancel()
+    return 130 if signal.SIGINT in stopped_by else 0
+
+
+async def serve_connection(server: MCPServer, reader: BinaryIO, writer: BinaryIO) -> None:
+    """Serve one client's line-delimited JSON-RPC from `reader` to `writer` until its input ends and every request
+    read has been answered: stdin and stdout here, a socket's two sides in the shared server (shared_server.py)."""
     lowlevel = server._lowlevel_server
     unanswered = _Unanswered()
-    stopped_by: list[int] = []
     lines_in, lines = anyio.create_memory_object_stream[bytes](0)
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
-    async with BlockingPortal() as portal, anyio.create_task_group() as outer:
-        threading.Thread(target=_pump_stdin, args=(stdin, portal, lines_in), name="stdin", daemon=True).start()
-        outer.start_soon(_stop_on_signal, outer.cancel_scope, stopped_by)
+    async with BlockingPortal() as portal:
+        threading.Thread(target=_pump_stdin, args=(reader, portal, lines_in), name="stdin", daemon=True).start()
         async with anyio.create_task_group() as work:
             work.start_soon(_read, lines, to_server, server_writes.clone(), unanswered)
-            work.start_soon(_write, from_server, stdout, unanswered)
+            work.start_soon(_write, from_server, writer, unanswered)
             # Exactly what MCPServer.run_stdio_async does, on our streams.
             await lowlevel.run(server_reads, server_writes, lowlevel.create_initialization_options())
-        outer.cancel_scope.cancel()
-    return 130 if signal.SIGINT in stopped_by else 0
 
 
 def _pump_stdin(stdin: BinaryIO, portal: BlockingPortal, lines: MemoryObjectSendStream[bytes]) -> None:
@@ -128,7 +135,7 @@ def _pump_stdin(stdin: BinaryIO, portal: BlockingPortal, lines: MemoryObjectSend
             portal.call(lines.close)
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
+async def stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
     if sys.platform == "win32":  # no signal handlers in the Proactor loop; Ctrl-C still raises KeyboardInterrupt
         return
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

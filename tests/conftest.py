@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import signal
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -168,3 +172,40 @@ def default_install_without_semantic(request: pytest.FixtureRequest, monkeypatch
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def shared_pids(runtime: Path) -> list[int]:
+    """The pids of the shared servers running for this runtime folder (each writes its pid in its lock)."""
+    found = []
+    for lock in sorted((runtime / "memory-graph").glob("*.lock")):
+        text = lock.read_text().strip()
+        if text and alive(int(text)):
+            found.append(int(text))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purposes (its parent, a client that exited, has not reaped it).
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ", 1)[1][0] != "Z"
+
+
+@pytest.fixture
+def shared_runtime() -> Iterator[Path]:
+    """A private runtime folder (short: a socket's path holds about 100 bytes, and pytest's folders are longer);
+    every shared server started in it is stopped after the test."""
+    folder = Path(tempfile.mkdtemp(prefix="mg-run-"))
+    try:
+        yield folder
+    finally:
+        for pid in shared_pids(folder):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while shared_pids(folder) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not shared_pids(folder), "a shared server outlived SIGTERM by 30 s"
+        shutil.rmtree(folder)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import engine_env, needed
+from tests.conftest import engine_env, needed, shared_pids
 
 ROOT = Path(__file__).resolve().parents[1]
 DIFFER = ROOT.parent / "shared" / "tools" / "differ.py"
@@ -23,6 +23,21 @@ REFERENCE = (
 @pytest.mark.parametrize("seed", [11, 12])
 def test_random_call_sequences_match_the_reference(seed: int, tmp_path: Path) -> None:
     """On the files and on PostgreSQL (MEMORY_DATABASE_URL, which the reference ignores)."""
+    differ_agrees(seed, tmp_path, {})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets")
+def test_random_call_sequences_match_the_reference_through_the_shared_server(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    """MEMORY_SHARED_SERVER=on: each of the differ's restarts is a new start relayed to the one shared server."""
+    shared = {"MEMORY_SHARED_SERVER": "on", "XDG_RUNTIME_DIR": str(shared_runtime)}
+    differ_agrees(13, tmp_path, shared)
+    assert len(shared_pids(shared_runtime)) == 1
+
+
+def differ_agrees(seed: int, tmp_path: Path, extra_env: dict[str, str]) -> None:
     needed(DIFFER.exists(), f"the shared differ is not at {DIFFER}")
     needed(
         REFERENCE.exists() and shutil.which("node") is not None,
@@ -56,6 +71,7 @@ def test_random_call_sequences_match_the_reference(seed: int, tmp_path: Path) ->
             "PYTHONPATH": str(ROOT),
             "MEMORY_SEMANTIC": "off",
             **engine_env(tmp_path),
+            **extra_env,
         },
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

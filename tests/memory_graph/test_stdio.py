@@ -51,13 +51,13 @@ def server_env(folder: Path) -> dict[str, str]:
 class Server:
     """A server process whose stdout lines are collected by a thread, so reads can time out."""
 
-    def __init__(self, folder: Path) -> None:
-        self.stderr_path = folder / "stderr.txt"
+    def __init__(self, folder: Path, env: dict[str, str] | None = None, name: str = "stderr") -> None:
+        self.stderr_path = folder / f"{name}.txt"
         with open(self.stderr_path, "w") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "memory_graph"],
                 cwd=ROOT,
-                env=server_env(folder),
+                env=env or server_env(folder),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,

@@ -1,0 +1,278 @@
+"""MEMORY_SHARED_SERVER=on: stdio starts relayed to one shared server (launch.py, shared_server.py), as a client
+sees them: real `python -m memory_graph` processes, real sockets, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_graph.config import Settings
+from memory_graph.launch import _request_id, _response_id, fingerprint
+from tests.conftest import alive, shared_pids
+from tests.memory_graph.test_stdio import (
+    INITIALIZE,
+    INITIALIZED,
+    ROOT,
+    TIMEOUT,
+    Server,
+    line,
+    server_env,
+    tool_call,
+)
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets and signals")
+
+
+def shared_env(folder: Path, runtime: Path, idle: int = 60, **extra: str) -> dict[str, str]:
+    return {
+        **server_env(folder),
+        "MEMORY_SHARED_SERVER": "on",
+        "MEMORY_SHARED_IDLE_SECONDS": str(idle),
+        "MEMORY_SEMANTIC": "off",
+        "XDG_RUNTIME_DIR": str(runtime),
+        **extra,
+    }
+
+
+def wait_until(condition: object, what: str, limit: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {limit} s")
+        time.sleep(0.05)
+
+
+def test_stdio_starts_share_one_server_and_see_each_others_writes(tmp_path: Path, shared_runtime: Path) -> None:
+    env = shared_env(tmp_path, shared_runtime)
+    first = Server(tmp_path, env, "first")
+    second = None
+    try:
+        first.initialize()
+        first.send(
+            tool_call(1, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": []}]})
+        )
+        assert not first.answer(1)["result"]["isError"]
+        second = Server(tmp_path, env, "second")
+        second.initialize()
+        second.send(tool_call(2, "open_nodes", {"names": ["Ada"]}))
+        assert [e["name"] for e in second.answer(2)["result"]["structuredContent"]["entities"]] == ["Ada"]
+        (server_pid,) = shared_pids(shared_runtime)
+        assert server_pid not in (first.process.pid, second.process.pid)
+        # The write went to the files, as a server of its own would have written it.
+        assert "Ada" in (tmp_path / "memory.json").read_text(encoding="utf-8")
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_requests_piped_in_before_stdin_closes_are_all_answered_through_the_shared_server(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    for round_ in ("first", "second"):  # the first start launches the shared server, the second finds it running
+        calls = [
+            tool_call(
+                i, "create_entities", {"entities": [{"name": f"{round_} {i}", "entityType": "t", "observations": []}]}
+            )
+            for i in range(1, 6)
+        ]
+        finished = subprocess.run(
+            [sys.executable, "-m", "memory_graph"],
+            cwd=ROOT,
+            env=shared_env(tmp_path, shared_runtime),
+            input="".join(line(m) for m in [INITIALIZE, INITIALIZED, *calls]),
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=TIMEOUT,
+        )
+        assert finished.returncode == 0, finished.stderr
+        answers = {m["id"]: m for m in map(json.loads, finished.stdout.splitlines()) if "id" in m}
+        assert sorted(answers) == [0, 1, 2, 3, 4, 5], finished.stderr
+        assert all(not answers[i]["result"]["isError"] for i in range(1, 6))
+    stored = (tmp_path / "memory.json").read_text(encoding="utf-8")
+    assert all(f'"{round_} {i}"' in stored for round_ in ("first", "second") for i in range(1, 6))
+    assert len(shared_pids(shared_runtime)) == 1
+
+
+def test_a_request_the_shared_server_dies_before_answering_is_answered_with_an_error_and_the_next_start_replaces_it(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    env = shared_env(tmp_path, shared_runtime)
+    client = Server(tmp_path, env, "client")
+    try:
+        client.initialize()
+        client.send(
+            tool_call(1, "create_entities", {"entities": [{"name": "kept", "entityType": "t", "observations": []}]})
+        )
+        assert not client.answer(1)["result"]["isError"]
+        (server_pid,) = shared_pids(shared_runtime)
+        os.kill(server_pid, signal.SIGSTOP)  # it reads nothing more, so the next request stays unanswered
+        client.send(tool_call(2, "read_graph", {}))
+        time.sleep(0.3)
+        os.kill(server_pid, signal.SIGKILL)
+        error = client.answer(2)["error"]
+        assert "shared memory-graph server stopped before answering" in error["message"]
+        assert client.process.wait(timeout=TIMEOUT) == 1
+        wait_until(lambda: not alive(server_pid), "the killed server's end")
+    finally:
+        client.close()
+    # Its socket is left behind; the next start finds nobody listening and starts a new server on the same files.
+    assert list((shared_runtime / "memory-graph").glob("*.sock"))
+    replacement = Server(tmp_path, env, "replacement")
+    try:
+        replacement.initialize()
+        replacement.send(tool_call(3, "read_graph", {}))
+        assert [e["name"] for e in replacement.answer(3)["result"]["structuredContent"]["entities"]] == ["kept"]
+        assert shared_pids(shared_runtime) not in ([], [server_pid])
+    finally:
+        replacement.close()
+
+
+def test_the_shared_server_exits_after_its_idle_time_and_removes_its_socket(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-m", "memory_graph"],
+        cwd=ROOT,
+        env=shared_env(tmp_path, shared_runtime, idle=1),
+        input=line(INITIALIZE),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert finished.returncode == 0 and '"result"' in finished.stdout, finished.stderr
+    wait_until(lambda: not shared_pids(shared_runtime), "the idle server's exit")
+    assert not list((shared_runtime / "memory-graph").glob("*.sock"))
+    log = "".join(p.read_text() for p in (shared_runtime / "memory-graph").glob("*.log"))
+    assert "no client for 1 s: exiting" in log and "Traceback" not in log
+
+
+def test_first_starts_at_the_same_moment_end_up_on_one_shared_server(tmp_path: Path, shared_runtime: Path) -> None:
+    env = shared_env(tmp_path, shared_runtime)
+    clients = [Server(tmp_path, env, f"client{i}") for i in range(4)]
+    try:
+        for i, client in enumerate(clients):
+            client.send(
+                INITIALIZE,
+                INITIALIZED,
+                tool_call(
+                    1, "create_entities", {"entities": [{"name": f"from {i}", "entityType": "t", "observations": []}]}
+                ),
+            )
+        for client in clients:
+            assert not client.answer(1)["result"]["isError"], client.stderr()
+        assert len(shared_pids(shared_runtime)) == 1
+        clients[0].send(tool_call(2, "read_graph", {}))
+        names = {e["name"] for e in clients[0].answer(2)["result"]["structuredContent"]["entities"]}
+        assert names == {f"from {i}" for i in range(4)}
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_another_configuration_gets_a_shared_server_of_its_own(tmp_path: Path, shared_runtime: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = Server(tmp_path, shared_env(tmp_path / "a", shared_runtime), "a")
+    second = Server(tmp_path, shared_env(tmp_path / "b", shared_runtime), "b")
+    try:
+        first.initialize()
+        second.initialize()
+        first.send(
+            tool_call(
+                1, "create_entities", {"entities": [{"name": "only in a", "entityType": "t", "observations": []}]}
+            )
+        )
+        assert not first.answer(1)["result"]["isError"]
+        second.send(tool_call(2, "read_graph", {}))
+        assert second.answer(2)["result"]["structuredContent"]["entities"] == []
+        assert len(shared_pids(shared_runtime)) == 2
+    finally:
+        first.close()
+        second.close()
+
+
+def test_invalid_settings_are_reported_as_a_start_without_sharing_reports_them(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-m", "memory_graph"],
+        cwd=ROOT,
+        env=shared_env(tmp_path, shared_runtime, MEMORY_SHARD_LINES="many"),
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert finished.returncode == 2
+    assert "MEMORY_SHARD_LINES='many' is not a whole number" in finished.stderr
+    assert not (shared_runtime / "memory-graph").exists()
+
+
+def test_a_socket_folder_other_users_can_use_is_refused_and_the_start_serves_itself(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    shared = shared_runtime / "memory-graph"
+    shared.mkdir()
+    shared.chmod(0o777)
+    client = Server(tmp_path, shared_env(tmp_path, shared_runtime), "client")
+    try:
+        client.initialize()
+        client.send(tool_call(1, "read_graph", {}))
+        assert client.answer(1)["result"]["structuredContent"]["entities"] == []
+        assert "is not a folder only this user can use (mode 777)" in client.stderr()
+        assert not list(shared.iterdir())
+    finally:
+        client.close()
+
+
+def test_the_launcher_imports_neither_the_sdk_nor_pydantic() -> None:
+    """What makes a relayed start quick: only the standard library and the settings."""
+    probe = "import sys, memory_graph.launch; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    loaded = set(json.loads(done.stdout.replace("'", '"')))
+    assert not loaded & {"mcp", "mcp_types", "pydantic", "anyio", "rapidfuzz", "lessons"}
+
+
+def test_the_shared_server_of_a_configuration_is_named_alike_in_every_process(tmp_path: Path) -> None:
+    """The name must not depend on the process: a set's order does (the hash seed), so it is written sorted."""
+    tokens = json.dumps({"token-one-0123456789": ["alpha", "beta", "gamma", "delta"], "token-two-0123456789": "*"})
+    probe = (
+        "from memory_graph.config import Settings; from memory_graph.launch import fingerprint; "
+        f"print(fingerprint(Settings.from_env({{'MEMORY_FILE_PATH': {str(tmp_path / 'm.json')!r}, "
+        f"'MEMORY_AUTH_TOKENS': {tokens!r}}})))"
+    )
+    names = {
+        subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout.strip()
+        for seed in range(4)
+    }
+    assert len(names) == 1
+    other = Settings.from_env({"MEMORY_FILE_PATH": str(tmp_path / "other.json")})
+    assert fingerprint(other) not in names
+
+
+def test_the_relay_tells_requests_and_responses_apart() -> None:
+    assert _request_id(b'{"jsonrpc":"2.0","id":7,"method":"tools/list"}\n') == ("int", 7)
+    assert _request_id(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n') is None
+    assert _request_id(b'{"jsonrpc":"2.0","id":"a","result":{"method":"x"}}\n') is None  # a reply to the server
+    assert _request_id(b'{"id": 3, "method": ') is None  # not JSON: the server answers it with id null
+    assert _response_id(b'{"jsonrpc":"2.0","id":7,"result":{}}\n') == ("int", 7)
+    assert _response_id(b'{"jsonrpc":"2.0","id":"x\\"y","error":{"code":1}}\n') == ("str", 'x"y')
+    assert _response_id(b'{"result": {}, "id": 8, "jsonrpc": "2.0"}\n') == ("int", 8)  # another field order
+    assert _response_id(b'{"jsonrpc":"2.0","id":9,"method":"roots/list"}\n') is None  # the server asking
+    assert _response_id(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"id":1}}\n') is None
