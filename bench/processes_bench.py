@@ -5,7 +5,10 @@ Each editor window spawns its own server, so several processes share one memory.
 `--processes` processes, each driven by a thread of this script doing mixed calls for `--seconds`: 70% reads
 (search_nodes, open_nodes), 30% writes (add_observations to a random entity, create_entities of a new one).
 
-    .venv/bin/python bench/processes_bench.py --entities 10000 --processes 16 --seconds 20
+    .venv/bin/python bench/processes_bench.py --entities 10000 --processes 16 --seconds 20 [--shared]
+
+`--shared` also measures the N stdio starts relayed to one shared server (MEMORY_SHARED_SERVER=on), which then
+serves every call from one process.
 """
 
 from __future__ import annotations
@@ -26,16 +29,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
-from startup_bench import request, write_memory  # noqa: E402
+from startup_bench import request, stop_shared_server, write_memory  # noqa: E402
 
 
-def spawn(memory: Path) -> subprocess.Popen[bytes]:
+def spawn(memory: Path, runtime: Path | None = None) -> subprocess.Popen[bytes]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "MEMORY_FILE_PATH": str(memory),
         "PYTHONPATH": str(ROOT),
         "MEMORY_SEMANTIC": "off",
     }
+    if runtime is not None:
+        env.update(MEMORY_SHARED_SERVER="on", XDG_RUNTIME_DIR=str(runtime))
     process = subprocess.Popen(
         [sys.executable, "-m", "memory_graph"],
         stdin=subprocess.PIPE,
@@ -85,10 +90,13 @@ def drive(process: subprocess.Popen[bytes], worker: int, size: int, until: float
         out[kind].append(elapsed)
 
 
-def run(memory: Path, count: int, size: int, seconds: float, settle: float = 0.0) -> tuple[float, float, float]:
+def run(
+    memory: Path, count: int, size: int, seconds: float, settle: float = 0.0, runtime: Path | None = None
+) -> tuple[float, float, float]:
     """(calls per second, read p50 ms, write p95 ms) with `count` processes, `settle` seconds after their first
-    calls (a server's background work after its load, the search index and its start snapshot, is then done)."""
-    processes = [spawn(memory) for _ in range(count)]
+    calls (a server's background work after its load, the search index and its start snapshot, is then done);
+    relayed to a shared server in `runtime` when given."""
+    processes = [spawn(memory, runtime) for _ in range(count)]
     try:
         # Every server's first call loads the store: done before the clock starts.
         for process in processes:
@@ -129,24 +137,34 @@ def main() -> None:
     parser.add_argument(
         "--settle", type=float, default=0, help="seconds between the servers' first calls and the measured ones"
     )
+    parser.add_argument("--shared", action="store_true", help="also the N starts relayed to one shared server")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "source.json"
         write_memory(source, args.entities)
-        figures = {}
-        for count in (1, args.processes):
-            store = Path(folder) / f"store-{count}"
+        figures: dict[str, tuple[float, float, float]] = {}
+        setups = [("1", 1, False), (str(args.processes), args.processes, False)]
+        if args.shared:
+            setups.append((f"{args.processes} shared", args.processes, True))
+        for name, count, shared in setups:
+            store = Path(folder) / f"store-{name.replace(' ', '-')}"
             store.mkdir()
             shutil.copy(source, store / "memory.json")
-            figures[count] = run(store / "memory.json", count, args.entities, args.seconds, args.settle)
-            rate, read_p50, write_p95 = figures[count]
+            runtime = Path(tempfile.mkdtemp(prefix="mg-bench-")) if shared else None  # short: a socket path's limit
+            try:
+                figures[name] = run(store / "memory.json", count, args.entities, args.seconds, args.settle, runtime)
+            finally:
+                if runtime is not None:
+                    stop_shared_server(runtime)
+                    shutil.rmtree(runtime)
+            rate, read_p50, write_p95 = figures[name]
             print(
-                f"{args.entities} entities, {count} process(es): {rate:.1f} calls/s, "
+                f"{args.entities} entities, {name} process(es): {rate:.1f} calls/s, "
                 f"read p50 {read_p50:.1f} ms, write p95 {write_p95:.1f} ms"
             )
-        share = figures[args.processes][0] / figures[1][0]
-        print(f"{args.processes} processes keep {share:.0%} of one process's throughput")
-        print(json.dumps({str(k): v for k, v in figures.items()}))
+        for name in list(figures)[1:]:
+            print(f"{name} processes keep {figures[name][0] / figures['1'][0]:.0%} of one process's throughput")
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":

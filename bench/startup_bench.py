@@ -5,9 +5,12 @@ in the official format, which both servers read as is. Each server is then spawn
 `initialize`, then `open_nodes` (or `search_nodes`), and timed from spawn to that answer; its RSS is read from
 /proc right after. Runs alternate between the servers, so drift on a shared machine hits both.
 
-memory-graph is measured twice: its first start on a memory (it reads the files, then writes its start snapshot,
-storage/snapshot.py), and a restart (a first server ran one call and exited; the measured one restores the
-snapshot). Clients start a server at every launch, so the restart is the start people wait for most often.
+memory-graph is measured three ways: its first start on a memory (it reads the files, then writes its start
+snapshot, storage/snapshot.py); a restart (a first server ran one call and exited; the measured one restores the
+snapshot); and, with MEMORY_SHARED_SERVER=on, a start relayed to the shared server a first start launched (that
+start ran one call and exited; the shared server stays, warm). Clients start a server at every launch, so the
+restart (or the relayed start) is the start people wait for most often. For the shared server, the RSS of the
+shared server itself is reported beside the relaying start's.
 
     .venv/bin/python bench/startup_bench.py --sizes 10000,100000 --runs 3
 """
@@ -19,6 +22,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -97,12 +101,36 @@ def wait_for_snapshot(memory: Path, limit: float = 1800.0) -> None:
         time.sleep(0.5)
 
 
-def prime(command: list[str], memory: Path, tool: str, arguments: dict) -> None:
+def shared_server_pid(runtime: Path) -> int | None:
+    """The shared server's pid (written in its lock), when one runs for this runtime folder."""
+    for lock in (runtime / "memory-graph").glob("*.lock"):
+        text = lock.read_text().strip()
+        if text and Path(f"/proc/{text}").exists():
+            return int(text)
+    return None
+
+
+def stop_shared_server(runtime: Path) -> None:
+    pid = shared_server_pid(runtime)
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 600
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def prime(
+    command: list[str], memory: Path, tool: str, arguments: dict, extra_env: dict[str, str] | None = None
+) -> None:
     """Run a server once on `memory` (one call, then its input closes and it exits as clients end it), once its
     background work is done: a server closed before its search index is built saves the index unbuilt, and the
     next start builds it (and saves it then), so a restart after that one would measure a different start."""
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=server_env(memory)
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=server_env(memory, extra_env),
     )
     init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
     request(process, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
@@ -121,9 +149,11 @@ def cold_start(
     arguments: dict,
     extra_env: dict[str, str] | None = None,
     settle: float = 0,
+    holder: Path | None = None,
 ) -> tuple[float, float, int, int]:
     """(seconds to the initialize answer, seconds to the tool's answer, RSS in KiB after it, and `settle` seconds
-    later: what a long session holds once the load's background work is done)."""
+    later: what a long session holds once the load's background work is done). `holder`: the runtime folder of a
+    shared server, whose RSS is the one reported (the measured process only relays to it)."""
     env = server_env(memory, extra_env)
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -139,9 +169,10 @@ def cold_start(
         answer = request(process, call)
         answered = time.perf_counter() - started
         assert "result" in answer and not answer["result"].get("isError"), answer
-        at_answer = rss_kb(process.pid)
+        held_by = (shared_server_pid(holder) if holder else None) or process.pid
+        at_answer = rss_kb(held_by)
         time.sleep(settle)
-        return initialized, answered, at_answer, rss_kb(process.pid) if settle else at_answer
+        return initialized, answered, at_answer, rss_kb(held_by) if settle else at_answer
     finally:
         process.kill()
         process.wait()
@@ -155,7 +186,7 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=0, help="also measure RSS this many seconds after")
     args = parser.parse_args()
     ours = [sys.executable, "-m", "memory_graph"]
-    servers = {"memory-graph": ours, "memory-graph restart": ours}
+    servers = {"memory-graph": ours, "memory-graph restart": ours, "memory-graph shared": ours}
     if REFERENCE.exists() and shutil.which("node"):
         servers = {"official": ["node", str(REFERENCE)], **servers}
     probes: dict[str, dict[str, Any]] = {"open_nodes": {"names": ["Entity 7"]}, "search_nodes": {"query": "topic42"}}
@@ -172,11 +203,18 @@ def main() -> int:
                         copy = Path(folder) / f"{name}-{run}-{tool}" / "memory.json"
                         copy.parent.mkdir()
                         shutil.copy(source, copy)
-                        if name.endswith("restart"):
-                            prime(command, copy, tool, arguments)
-                        initialized, answered, rss, settled = cold_start(
-                            command, copy, tool, arguments, settle=args.settle
-                        )
+                        runtime = Path(tempfile.mkdtemp(prefix="mg-bench-"))  # short: a socket path's limit
+                        shared = {"MEMORY_SHARED_SERVER": "on", "XDG_RUNTIME_DIR": str(runtime)}
+                        extra = shared if name.endswith("shared") else None
+                        if name.endswith(("restart", "shared")):
+                            prime(command, copy, tool, arguments, extra)
+                        try:
+                            initialized, answered, rss, settled = cold_start(
+                                command, copy, tool, arguments, extra, args.settle, runtime if extra else None
+                            )
+                        finally:
+                            stop_shared_server(runtime)
+                            shutil.rmtree(runtime)
                         row = figures[name]
                         row.setdefault("initialize s", []).append(initialized)
                         row.setdefault(f"first {tool} s", []).append(answered)
