@@ -211,12 +211,12 @@ def default_data_dir(env: Mapping[str, str]) -> Path:
     return root / "memory-graph"
 
 
-def shared_folder(env: Mapping[str, str]) -> Path:
+def shared_folder(env: Mapping[str, str], cwd: Path) -> Path:
     """Where the shared server's socket goes: the runtime folder's `memory-graph`, else a folder of this user's own
     in the temporary folder (launch.py refuses it unless only this user can use it)."""
     runtime = env.get("XDG_RUNTIME_DIR", "").strip()
     if runtime:
-        return Path(runtime) / "memory-graph"
+        return resolve_path(runtime, cwd) / "memory-graph"
     return Path(tempfile.gettempdir()) / f"memory-graph-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
 
 
@@ -342,7 +342,7 @@ class Settings:
         settings = cls(
             shared_server=shared == "on",
             shared_idle_seconds=_int(env, "MEMORY_SHARED_IDLE_SECONDS", 900, 1),
-            shared_folder=shared_folder(env),
+            shared_folder=shared_folder(env, cwd),
             semantic=semantic,
             cache_dir=(Path(raw_cache) if raw_cache else Path.home() / ".cache") / "memory-graph",
             database_url=database_url(env.get("MEMORY_DATABASE_URL", "")),

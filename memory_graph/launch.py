@@ -48,11 +48,15 @@ RESPONSE_START = re.compile(rb'\{"jsonrpc":"2\.0","id":(-?\d+|"(?:[^"\\]|\\.)*")
 
 @dataclass(frozen=True)
 class SharedPlace:
-    """Where the shared server of one memory and configuration listens, and its lock and log."""
+    """Where the shared server of one memory and configuration listens, and its log."""
 
     socket: Path
-    lock: Path
     log: Path
+
+
+def lock_of(socket_path: Path) -> Path:
+    """The lock the shared server of a socket holds while it serves (its pid written in it)."""
+    return socket_path.with_suffix(".lock")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,13 +87,13 @@ def shared_place(env: Mapping[str, str] | None = None) -> SharedPlace | None:
         settings = Settings.from_env(env)
     except MemoryGraphError:
         return None
-    if not settings.shared_server or settings.project == AUTO_PROJECT or not hasattr(socket, "AF_UNIX"):
+    if not settings.shared_server or settings.project == AUTO_PROJECT or sys.platform == "win32":
         return None
     folder = private_folder(settings.shared_folder)
     if folder is None:
         return None
     name = fingerprint(settings)
-    place = SharedPlace(folder / f"{name}.sock", folder / f"{name}.lock", folder / f"{name}.log")
+    place = SharedPlace(folder / f"{name}.sock", folder / f"{name}.log")
     if len(os.fsencode(place.socket)) > MAX_SOCKET_PATH:
         _say(f"the socket path {place.socket} is too long for this system; serving in this process")
         return None
@@ -219,6 +223,10 @@ def _start_and_connect(place: SharedPlace) -> _Connection | None:
     return None
 
 
+def _id_key(value: Any) -> tuple[str, Any] | None:
+    return (type(value).__name__, value) if type(value) in (int, str) else None
+
+
 def _request_id(line: bytes) -> tuple[str, Any] | None:
     """The id of a request the client sent (one that must be answered), else None."""
     if b'"id"' not in line or b'"method"' not in line:
@@ -227,24 +235,33 @@ def _request_id(line: bytes) -> tuple[str, Any] | None:
         message = json.loads(line)
     except ValueError:
         return None
-    if isinstance(message, dict) and "method" in message and type(message.get("id")) in (int, str):
-        return (type(message["id"]).__name__, message["id"])
-    return None
+    return _id_key(message.get("id")) if isinstance(message, dict) and "method" in message else None
+
+
+def _cancelled_id(line: bytes) -> tuple[str, Any] | None:
+    """The request a client's cancellation gives up (the server answers a cancelled request with nothing)."""
+    if b"notifications/cancelled" not in line:
+        return None
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+        return None
+    params = message.get("params")
+    return _id_key(params.get("requestId")) if isinstance(params, dict) else None
 
 
 def _response_id(line: bytes) -> tuple[str, Any] | None:
     """The id a response from the server answers, else None."""
     start = RESPONSE_START.match(line)
     if start is not None:
-        value = json.loads(start.group(1))
-        return (type(value).__name__, value)
+        return _id_key(json.loads(start.group(1)))
     try:
         message = json.loads(line)
     except ValueError:
         return None
-    if isinstance(message, dict) and "method" not in message and type(message.get("id")) in (int, str):
-        return (type(message["id"]).__name__, message["id"])
-    return None
+    return _id_key(message.get("id")) if isinstance(message, dict) and "method" not in message else None
 
 
 class Relay:
@@ -292,10 +309,13 @@ class Relay:
         sock = self.connection.sock
         try:
             for line in sys.stdin.buffer:
-                request = _request_id(line)
-                if request is not None:
+                request, cancelled = _request_id(line), _cancelled_id(line)
+                if request is not None or cancelled is not None:
                     with self.lock:
-                        self.unanswered[request] = request[1]
+                        if request is not None:
+                            self.unanswered[request] = request[1]
+                        if cancelled is not None:
+                            self.unanswered.pop(cancelled, None)
                 sock.sendall(line)
         except OSError:
             return  # the server is gone: the reading side answers what is left

@@ -26,7 +26,7 @@ import anyio
 
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
-from memory_graph.launch import ALREADY_SERVED, GREETING
+from memory_graph.launch import ALREADY_SERVED, GREETING, lock_of
 from memory_graph.server import App, build_app
 from memory_graph.stdio import serve_connection, stop_on_signal
 
@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level,
         format="memory-graph shared server %(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    with open(socket_path.with_suffix(".lock"), "a+", encoding="utf-8") as lock:
+    # Every path is resolved in the settings by now: the working directory of whichever client started this server
+    # is not held busy for as long as it runs.
+    os.chdir("/")
+    with open(lock_of(socket_path), "a+", encoding="utf-8") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -38,8 +38,20 @@ def test_relative_paths_resolve_against_the_working_directory(tmp_path: Path) ->
         ({"MEMORY_LOG_LEVEL": "LOUD"}, "MEMORY_LOG_LEVEL"),
         ({"MEMORY_FILE_PATH": "same.json", "LESSON_FILE_PATH": "same.json"}, "file of their own"),
         ({"MEMORY_FILE_PATH": "."}, "is a folder; it must name a file"),
+        ({"MEMORY_SHARED_SERVER": "yes"}, "MEMORY_SHARED_SERVER='yes' is not valid; use off"),
+        ({"MEMORY_SHARED_IDLE_SECONDS": "0"}, "MEMORY_SHARED_IDLE_SECONDS=0 is too small"),
     ],
 )
 def test_bad_settings_are_refused_with_the_fix(tmp_path: Path, env: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         Settings.from_env(env, cwd=tmp_path)
+
+
+def test_the_shared_server_is_off_by_default_and_keeps_its_socket_in_the_runtime_folder(tmp_path: Path) -> None:
+    default = Settings.from_env({}, cwd=tmp_path)
+    assert (default.shared_server, default.shared_idle_seconds) == (False, 900)
+    chosen = Settings.from_env(
+        {"MEMORY_SHARED_SERVER": "on", "MEMORY_SHARED_IDLE_SECONDS": "60", "XDG_RUNTIME_DIR": "run"}, cwd=tmp_path
+    )
+    assert (chosen.shared_server, chosen.shared_idle_seconds) == (True, 60)
+    assert chosen.shared_folder == tmp_path / "run" / "memory-graph"

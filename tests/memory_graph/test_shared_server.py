@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory_graph.config import Settings
-from memory_graph.launch import _request_id, _response_id, fingerprint
+from memory_graph.launch import _cancelled_id, _request_id, _response_id, fingerprint
 from tests.conftest import alive, shared_pids
 from tests.memory_graph.test_stdio import (
     INITIALIZE,
@@ -271,6 +271,9 @@ def test_the_relay_tells_requests_and_responses_apart() -> None:
     assert _request_id(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n') is None
     assert _request_id(b'{"jsonrpc":"2.0","id":"a","result":{"method":"x"}}\n') is None  # a reply to the server
     assert _request_id(b'{"id": 3, "method": ') is None  # not JSON: the server answers it with id null
+    cancel = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r1","reason":"x"}}\n'
+    assert _cancelled_id(cancel) == ("str", "r1") and _request_id(cancel) is None
+    assert _cancelled_id(b'{"jsonrpc":"2.0","id":7,"method":"tools/list"}\n') is None
     assert _response_id(b'{"jsonrpc":"2.0","id":7,"result":{}}\n') == ("int", 7)
     assert _response_id(b'{"jsonrpc":"2.0","id":"x\\"y","error":{"code":1}}\n') == ("str", 'x"y')
     assert _response_id(b'{"result": {}, "id": 8, "jsonrpc": "2.0"}\n') == ("int", 8)  # another field order
