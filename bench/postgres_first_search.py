@@ -8,7 +8,9 @@ Each run is a server on stdio sent `initialize`, then `search_nodes` (`--query`,
 the 1M entities that bench/postgres_bench.py writes), with a cache folder of its own (so a first start: no
 snapshot), killed once it answers; runs are `--pause` seconds apart so the previous load's work has stopped.
 With `--restart` each checkout first runs a server to the end of its load (list_entities waits for it) and lets
-it exit, leaving its start snapshot, and every run restarts on that cache folder.
+it exit, leaving its start snapshot, and every run restarts on that cache folder. With `--shared` every start
+has MEMORY_SHARED_SERVER=on: a first start launches each checkout's shared server and waits for its load, and
+every run is a start relayed to it.
 """
 
 from __future__ import annotations
@@ -26,13 +28,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.startup_bench import request  # noqa: E402
+from bench.startup_bench import request, stop_shared_server  # noqa: E402
 
 
-def first_search(code: Path, url: str, query: str, cache: Path, until_loaded: bool = False) -> tuple[float, float, int]:
+def first_search(
+    code: Path, url: str, query: str, cache: Path, until_loaded: bool = False, runtime: Path | None = None
+) -> tuple[float, float, int]:
     """(seconds to the initialize answer, seconds to the search answer, the answer's size in bytes); with
-    `until_loaded` the server then waits for its load and exits, leaving its start snapshot in `cache`."""
+    `until_loaded` the server then waits for its load and exits, leaving its start snapshot in `cache`; with
+    `runtime`, the start relays to the shared server of that runtime folder."""
+    shared = {"MEMORY_SHARED_SERVER": "on", "XDG_RUNTIME_DIR": str(runtime)} if runtime is not None else {}
     env = {
+        **shared,
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "MEMORY_DATABASE_URL": url,
         "XDG_CACHE_HOME": str(cache),
@@ -88,21 +95,34 @@ def main() -> int:
     parser.add_argument("--query", default="topic42")
     parser.add_argument("--pause", type=float, default=8.0)
     parser.add_argument("--restart", action="store_true", help="restarts on a start snapshot, not first starts")
+    parser.add_argument("--shared", action="store_true", help="starts relayed to a warm shared server")
     args = parser.parse_args()
     checkouts = [ROOT, *(Path(code).resolve() for code in args.code)]
     totals: dict[Path, list[float]] = {code: [] for code in checkouts}
+    # Short runtime folders: a socket's path holds about 100 bytes.
+    runtimes = [Path(tempfile.mkdtemp(prefix="mg-bench-")) if args.shared else None for _ in checkouts]
     with tempfile.TemporaryDirectory() as folder:
-        if args.restart:
-            for index, code in enumerate(checkouts):
-                first_search(code, args.url, args.query, Path(folder) / f"warm-{index}", until_loaded=True)
-                time.sleep(args.pause)
-        for round_number in range(args.rounds):
-            for index, code in enumerate(checkouts):
-                cache = Path(folder) / (f"warm-{index}" if args.restart else f"{round_number}-{index}")
-                initialize, total, size = first_search(code, args.url, args.query, cache)
-                totals[code].append(total)
-                print(f"{code}: initialize {initialize:.2f} s, first search {total:.2f} s ({size:,} bytes)", flush=True)
-                time.sleep(args.pause)
+        try:
+            if args.restart or args.shared:
+                for index, code in enumerate(checkouts):
+                    warm = Path(folder) / f"warm-{index}"
+                    first_search(code, args.url, args.query, warm, until_loaded=True, runtime=runtimes[index])
+                    time.sleep(args.pause)
+            for round_number in range(args.rounds):
+                for index, code in enumerate(checkouts):
+                    warm = args.restart or args.shared
+                    cache = Path(folder) / (f"warm-{index}" if warm else f"{round_number}-{index}")
+                    initialize, total, size = first_search(code, args.url, args.query, cache, runtime=runtimes[index])
+                    totals[code].append(total)
+                    print(
+                        f"{code}: initialize {initialize:.2f} s, first search {total:.2f} s ({size:,} bytes)",
+                        flush=True,
+                    )
+                    time.sleep(args.pause)
+        finally:
+            for runtime in runtimes:
+                if runtime is not None:
+                    stop_shared_server(runtime)
     for code, values in totals.items():
         print(f"{code}: median {statistics.median(values):.2f} s, range {min(values):.2f}-{max(values):.2f} s")
     return 0

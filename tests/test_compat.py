@@ -27,6 +27,7 @@ def test_random_call_sequences_match_the_reference(seed: int, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("each_engine")
 @pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets")
 def test_random_call_sequences_match_the_reference_through_the_shared_server(
     tmp_path: Path, shared_runtime: Path
