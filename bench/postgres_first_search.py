@@ -107,6 +107,9 @@ def main() -> int:
                 for index, code in enumerate(checkouts):
                     warm = Path(folder) / f"warm-{index}"
                     first_search(code, args.url, args.query, warm, until_loaded=True, runtime=runtimes[index])
+                    if args.shared:  # the shared server goes on: its warm-up ends with the snapshot's save
+                        while not any(warm.rglob("snapshots/*.bin")):
+                            time.sleep(0.5)
                     time.sleep(args.pause)
             for round_number in range(args.rounds):
                 for index, code in enumerate(checkouts):
