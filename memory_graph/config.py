@@ -247,7 +247,7 @@ class Settings:
     cache_dir: Path = Path.home() / ".cache" / "memory-graph"
     shared_server: bool = False  # stdio starts relay to one background server (launch.py, shared_server.py)
     shared_idle_seconds: int = 900
-    shared_folder: Path = Path(tempfile.gettempdir()) / "memory-graph-shared"  # its socket, lock and log
+    shared_folder: Path = field(default_factory=lambda: shared_folder({}, Path.cwd()))  # its socket, lock and log
 
     @property
     def data_folder(self) -> Path:

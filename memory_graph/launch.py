@@ -13,11 +13,13 @@ The standard library and config.py only: importing the SDK here would cost the t
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
@@ -37,7 +39,9 @@ SHARED_ARGUMENTS: tuple[list[str], ...] = ([], ["serve"])
 # The shared server's first line on every connection: not MCP, never relayed. A connection closed before it (a
 # server exiting for idleness as the client connected) is retried with a new server.
 GREETING = b'{"memory-graph-shared":1}\n'
-START_SECONDS = 60.0  # how long a start waits for the shared server to accept it
+START_SECONDS = 60.0  # how long a start waits for a shared server it launched to accept it
+GREETING_SECONDS = 10.0  # the greeting is sent at accept, whatever the server is doing
+HELD_SECONDS = 5.0  # how long a place whose lock is held may go without a server accepting on it
 CONNECT_POLL_SECONDS = 0.02
 ALREADY_SERVED = 3  # the shared server's exit status when another one serves the same place
 MAX_SOCKET_PATH = 100  # bytes (a Unix socket's path holds 104-108 bytes, by platform)
@@ -109,10 +113,21 @@ def private_folder(folder: Path) -> Path | None:
     except OSError as exc:
         _say(f"cannot use {folder} for the shared server ({exc.strerror}); serving in this process")
         return None
-    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+    problem = (
+        "is a symbolic link, not a folder"
+        if stat.S_ISLNK(found.st_mode)
+        else "is not a folder"
+        if not stat.S_ISDIR(found.st_mode)
+        else f"belongs to another user (uid {found.st_uid})"
+        if found.st_uid != os.getuid()
+        else f"can be used by other users (mode {found.st_mode & 0o777:o}; run: chmod 700 {folder})"
+        if found.st_mode & 0o077
+        else None
+    )
+    if problem is not None:
         _say(
-            f"{folder} is not a folder only this user can use (mode {found.st_mode & 0o777:o}); serving in this "
-            f"process. Remove it, or run: chmod 700 {folder}"
+            f"the shared server's folder {folder} {problem}; serving in this process. Set XDG_RUNTIME_DIR to a "
+            "folder of your own, or remove that one."
         )
         return None
     return folder
@@ -168,7 +183,7 @@ def _connect(place: SharedPlace) -> _Connection | None:
     """A connection the shared server has greeted, or None (no server there, or one that is going away)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(START_SECONDS)
+        sock.settimeout(GREETING_SECONDS)
         sock.connect(str(place.socket))
         reader = sock.makefile("rb")
         greeting = reader.readline()
@@ -192,35 +207,70 @@ def relay_to_shared_server(place: SharedPlace) -> int | None:
 
 
 def _start_and_connect(place: SharedPlace) -> _Connection | None:
-    """Start the shared server and connect to it. Two starts at once both start one: the second finds the place
-    served (the lock) and exits, and both clients connect to the first."""
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if place.log.stat().st_size > LOG_KEEP_BYTES:
-                place.log.unlink()
-        with open(place.log, "ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "memory_graph.shared_server", str(place.socket)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                start_new_session=True,  # it outlives this client, and a Ctrl-C meant for the client
-            )
-        while time.monotonic() < deadline:
-            connection = _connect(place)
-            if connection is not None:
-                return connection
-            status = process.poll()
-            if status == ALREADY_SERVED:
-                break  # served by another start's server, which may be going away: look again, start again
-            if status is not None:
-                _say(f"the shared server stopped at its start (status {status}; see {place.log}); serving here")
-                return None
+    """Start the shared server and connect to it; None to serve in this process. Two starts at once both start one:
+    the second finds the place served (the lock) and exits, and both clients connect to the first."""
+    started = time.monotonic()
+    held_since: float | None = None
+    launched: subprocess.Popen[bytes] | None = None
+    while time.monotonic() - started < START_SECONDS:
+        connection = _connect(place)
+        if connection is not None:
+            if launched is not None:  # reaped when it ends (this client may outlive it)
+                threading.Thread(target=launched.wait, daemon=True).start()
+            return connection
+        status = launched.poll() if launched is not None else ALREADY_SERVED
+        if status is not None and status != ALREADY_SERVED:
+            _say(f"the shared server stopped at its start (status {status}; see {place.log}); serving in this process")
+            return None
+        if status is None:  # the one launched is starting
             time.sleep(CONNECT_POLL_SECONDS)
+            continue
+        holder = _holder(place)
+        if holder is None:
+            launched, held_since = _launch(place), None
+            continue
+        held_since = held_since or time.monotonic()
+        if time.monotonic() - held_since > HELD_SECONDS:
+            _say(
+                f"the shared server {holder} holds {lock_of(place.socket)} but does not accept on {place.socket}; "
+                f"serving in this process (see {place.log})"
+            )
+            return None
         time.sleep(CONNECT_POLL_SECONDS)
-    _say(f"the shared server did not accept within {START_SECONDS:g} s (see {place.log}); serving in this process")
+    _say(
+        f"the shared server did not accept within {time.monotonic() - started:.0f} s (see {place.log}); serving in "
+        "this process"
+    )
     return None
+
+
+def _launch(place: SharedPlace) -> subprocess.Popen[bytes]:
+    with contextlib.suppress(OSError):
+        if place.log.stat().st_size > LOG_KEEP_BYTES:
+            place.log.unlink()
+    with open(place.log, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "memory_graph.shared_server", str(place.socket)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,  # it outlives this client, and a Ctrl-C meant for the client
+        )
+
+
+def _holder(place: SharedPlace) -> str | None:
+    """Who holds the place's lock ("pid N"), or None when no server does (then one may be launched)."""
+    try:
+        with open(lock_of(place.socket), "a+", encoding="utf-8") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                return f"pid {lock.read().strip() or '?'}"
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            return None
+    except OSError:
+        return None
 
 
 def _id_key(value: Any) -> tuple[str, Any] | None:
@@ -275,8 +325,11 @@ class Relay:
         self.input_over = threading.Event()
 
     def run(self) -> int:
+        # As a server of its own ends on SIGTERM: quietly (the shared server ends this connection's requests).
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
         threading.Thread(target=self._to_server, name="stdin", daemon=True).start()
         stdout = sys.stdout.buffer
+        broke = False
         try:
             for line in self.connection.reader:
                 answered = _response_id(line)
@@ -286,10 +339,12 @@ class Relay:
                 stdout.write(line)
                 stdout.flush()
         except OSError:
-            pass  # the server's side broke: treated as its end
+            broke = True  # the server's side broke: treated as its end
         except KeyboardInterrupt:
             return 130
-        if self.input_over.is_set() and not self.unanswered:
+        if self.input_over.is_set() and not broke:
+            # The server closes a connection whose input ended only once it has settled every request read (an
+            # answer, or a cancellation's silence): nothing is left to answer, whatever the ids noted here say.
             return 0
         with self.lock:
             left = list(self.unanswered.values())

@@ -29,6 +29,7 @@ from memory_graph.errors import MemoryGraphError
 from memory_graph.launch import ALREADY_SERVED, GREETING, lock_of
 from memory_graph.server import App, build_app
 from memory_graph.stdio import serve_connection, stop_on_signal
+from memory_graph.subscriptions import CONNECTION
 
 log = logging.getLogger("memory_graph.shared_server")  # (run as __main__)
 ACCEPT_POLL_SECONDS = 0.5  # how often an idle server looks at the clock
@@ -85,16 +86,15 @@ def _serve_place(settings: Settings, socket_path: Path, lock: IO[str]) -> int:
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
     lock.flush()
-    app = build_app(settings)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with contextlib.suppress(FileNotFoundError):
         socket_path.unlink()  # a server killed before it could remove its socket (the lock says none serves)
-    mask = os.umask(0o177)  # the socket is the memory's door: this user's alone (its folder is too)
-    try:
-        listener.bind(str(socket_path))
-    finally:
-        os.umask(mask)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Bound at once, so a start that finds the lock held finds the socket too (it waits for the greeting, sent
+    # once the app is built); the folder is this user's alone, and so is the socket (the memory's door).
+    listener.bind(str(socket_path))
+    socket_path.chmod(0o600)
     listener.listen(64)
+    app = build_app(settings)
     log.warning("serving %s on %s (pid %d)", settings.memory_file, socket_path, os.getpid())
     app.start_loading()
     try:
@@ -103,7 +103,11 @@ def _serve_place(settings: Settings, socket_path: Path, lock: IO[str]) -> int:
         listener.close()
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()
-        app.store.close()  # saves the start snapshot if the memory changed
+        # The place is free before the store is closed (saving the start snapshot of a large memory takes a
+        # while): a start in that time launches the next server at once, which works beside this one's last
+        # save as any two servers on the same files do.
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        app.store.close()
         log.warning("stopped")
 
 
@@ -111,11 +115,14 @@ async def _serve_clients(app: App, listener: socket.socket, idle_seconds: int) -
     clients = Clients()
     stopped_by: list[int] = []
     listener.settimeout(ACCEPT_POLL_SECONDS)
+    # Accepting takes a thread of its own: not one of the pool every client's tool calls share, where a new client
+    # would wait behind 40 waiting calls.
+    accepting = anyio.CapacityLimiter(1)
     async with anyio.create_task_group() as group:
         group.start_soon(stop_on_signal, group.cancel_scope, stopped_by)
         while clients.idle_for() <= idle_seconds:
             try:
-                connection, _ = await anyio.to_thread.run_sync(listener.accept)
+                connection, _ = await anyio.to_thread.run_sync(listener.accept, limiter=accepting)
             except TimeoutError:
                 continue
             try:
@@ -133,6 +140,7 @@ async def _serve_clients(app: App, listener: socket.socket, idle_seconds: int) -
 
 async def _serve_client(app: App, connection: socket.socket, clients: Clients) -> None:
     reader, writer = connection.makefile("rb"), connection.makefile("wb")
+    CONNECTION.set(connection)  # (this task's context, which its requests' tasks inherit)
     try:
         await serve_connection(app.server, reader, writer)
     except Exception as exc:  # one client's end is never the others'
@@ -145,6 +153,7 @@ async def _serve_client(app: App, connection: socket.socket, clients: Clients) -
         for part in (reader, writer, connection):
             with contextlib.suppress(OSError):
                 part.close()
+        app.subscriptions.connection_ended(connection)
         clients.closed()
 
 

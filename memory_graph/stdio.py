@@ -213,6 +213,9 @@ def _rejection(line: str, exc: ValidationError) -> JSONRPCError | None:
 async def _write(
     messages: MemoryObjectReceiveStream[SessionMessage], stdout: BinaryIO, unanswered: _Unanswered
 ) -> None:
+    # A connection's writes take a thread of their own, not one of the pool the tools' calls share: in the shared
+    # server (shared_server.py) every client's answers would otherwise queue behind 40 waiting calls.
+    writes = anyio.CapacityLimiter(1)
     async with messages:
         async for item in messages:
             message = item.message
@@ -223,7 +226,7 @@ async def _write(
                 # client still gets its answer, with U+FFFD in their place.
                 data = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
                 text = _SURROGATE.sub("\ufffd", json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-            await anyio.to_thread.run_sync(_write_line, stdout, (text + "\n").encode("utf-8"))
+            await anyio.to_thread.run_sync(_write_line, stdout, (text + "\n").encode("utf-8"), limiter=writes)
             if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id is not None:
                 unanswered.settle(message.id)
 

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -29,6 +30,10 @@ from memory_graph.storage import Key
 log = logging.getLogger(__name__)
 GRAPH_URI = "memory://knowledge-graph"
 POLL_SECONDS = 0.5
+# The connection a request came on, where one process serves several in turn (the shared server sets it for each):
+# its subscriptions are forgotten when it ends. (A notification to a finished session does not fail, so nothing
+# else would ever drop them.)
+CONNECTION: ContextVar[object | None] = ContextVar("memory_graph_connection", default=None)
 
 
 def connection_key(ctx: ServerRequestContext[Any]) -> int:
@@ -44,13 +49,27 @@ class GraphSubscriptions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: dict[int, tuple[ServerSession, asyncio.AbstractEventLoop]] = {}
+        self._keys_of: dict[object, set[int]] = {}  # a CONNECTION -> its subscriptions' keys
         self._stopped = threading.Event()
 
     async def subscribe(self, ctx: ServerRequestContext[Any], params: SubscribeRequestParams) -> EmptyResult:
         if str(params.uri) == GRAPH_URI:
+            key, connection = connection_key(ctx), CONNECTION.get()
             with self._lock:
-                self._sessions[connection_key(ctx)] = (ctx.session, asyncio.get_running_loop())
+                self._sessions[key] = (ctx.session, asyncio.get_running_loop())
+                if connection is not None:
+                    self._keys_of.setdefault(connection, set()).add(key)
         return EmptyResult()
+
+    def connection_ended(self, connection: object) -> None:
+        """Forget the subscriptions of a connection that ended (see CONNECTION)."""
+        with self._lock:
+            for key in self._keys_of.pop(connection, ()):
+                self._sessions.pop(key, None)
+
+    def subscribers(self) -> int:
+        with self._lock:
+            return len(self._sessions)
 
     async def unsubscribe(self, ctx: ServerRequestContext[Any], params: UnsubscribeRequestParams) -> EmptyResult:
         if str(params.uri) == GRAPH_URI:

@@ -3,18 +3,23 @@ sees them: real `python -m memory_graph` processes, real sockets, real signals."
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from memory_graph.config import Settings
-from memory_graph.launch import _cancelled_id, _request_id, _response_id, fingerprint
+from memory_graph.launch import _cancelled_id, _request_id, _response_id, fingerprint, lock_of, shared_place
+from memory_graph.server import build_app
+from memory_graph.shared_server import Clients, _serve_client
 from tests.conftest import alive, shared_pids
 from tests.memory_graph.test_stdio import (
     INITIALIZE,
@@ -39,6 +44,18 @@ def shared_env(folder: Path, runtime: Path, idle: int = 60, **extra: str) -> dic
         "XDG_RUNTIME_DIR": str(runtime),
         **extra,
     }
+
+
+def zombies_of(parents: list[int]) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().split(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" and int(fields[1]) in parents:
+            found.append(int(stat_file.parent.name))
+    return found
 
 
 def wait_until(condition: object, what: str, limit: float = TIMEOUT) -> None:
@@ -170,6 +187,8 @@ def test_first_starts_at_the_same_moment_end_up_on_one_shared_server(tmp_path: P
         for client in clients:
             assert not client.answer(1)["result"]["isError"], client.stderr()
         assert len(shared_pids(shared_runtime)) == 1
+        # The servers that lost the race were reaped, not left as zombies under their clients.
+        wait_until(lambda: not zombies_of([c.process.pid for c in clients]), "the losing servers' reaping")
         clients[0].send(tool_call(2, "read_graph", {}))
         names = {e["name"] for e in clients[0].answer(2)["result"]["structuredContent"]["entities"]}
         assert names == {f"from {i}" for i in range(4)}
@@ -228,7 +247,7 @@ def test_a_socket_folder_other_users_can_use_is_refused_and_the_start_serves_its
         client.initialize()
         client.send(tool_call(1, "read_graph", {}))
         assert client.answer(1)["result"]["structuredContent"]["entities"] == []
-        assert "is not a folder only this user can use (mode 777)" in client.stderr()
+        assert "can be used by other users (mode 777; run: chmod 700" in client.stderr()
         assert not list(shared.iterdir())
     finally:
         client.close()
@@ -279,3 +298,79 @@ def test_the_relay_tells_requests_and_responses_apart() -> None:
     assert _response_id(b'{"result": {}, "id": 8, "jsonrpc": "2.0"}\n') == ("int", 8)  # another field order
     assert _response_id(b'{"jsonrpc":"2.0","id":9,"method":"roots/list"}\n') is None  # the server asking
     assert _response_id(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"id":1}}\n') is None
+
+
+def test_a_place_held_by_a_server_that_does_not_accept_is_served_here_soon_and_says_by_whom(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    """A stopped or stuck server (here: this test holding the lock) must not make every start wait a minute, nor
+    launch server after server to find out."""
+    env = shared_env(tmp_path, shared_runtime)
+    place = shared_place(env)
+    assert place is not None
+    with open(lock_of(place.socket), "a+", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.write("4242\n")
+        lock.flush()
+        started = time.monotonic()
+        finished = subprocess.run(
+            [sys.executable, "-m", "memory_graph"],
+            cwd=ROOT,
+            env=env,
+            input=line(INITIALIZE),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        waited = time.monotonic() - started
+    assert finished.returncode == 0 and '"result"' in finished.stdout, finished.stderr
+    assert "the shared server pid 4242 holds" in finished.stderr and "serving in this process" in finished.stderr
+    assert waited < 15, f"{waited:.1f} s"
+    assert not place.log.exists()  # no server was launched to find out
+
+
+def test_a_request_id_the_server_spells_otherwise_is_answered_once_and_the_start_ends_cleanly(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    """The server answers a lone surrogate's id with U+FFFD; the relay must not take it for unanswered."""
+    finished = subprocess.run(
+        [sys.executable, "-m", "memory_graph"],
+        cwd=ROOT,
+        env=shared_env(tmp_path, shared_runtime),
+        input=line(INITIALIZE) + '{"jsonrpc": "2.0", "id": "a\\ud800", "method": "ping"}\n',
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert finished.returncode == 0, finished.stderr
+    answers = [json.loads(x) for x in finished.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [0, "a\ufffd"] and "error" not in answers[1]
+
+
+@pytest.mark.anyio
+async def test_a_connections_subscriptions_end_with_it(tmp_path: Path) -> None:
+    """One server serves many connections in turn: a subscriber that left must not stay subscribed."""
+    app = build_app(Settings.from_env({"MEMORY_FILE_PATH": str(tmp_path / "memory.json")}, cwd=tmp_path))
+    app.start_loading()
+    ours, theirs = socket.socketpair()
+    messages = [
+        INITIALIZE,
+        INITIALIZED,
+        {"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "memory://knowledge-graph"}},
+    ]
+    try:
+        theirs.sendall("".join(line(m) for m in messages).encode())
+        clients = Clients()
+        clients.opened()
+        async with anyio.create_task_group() as group:
+            group.start_soon(_serve_client, app, ours, clients)
+            reader = theirs.makefile("rb")
+            answered = await anyio.to_thread.run_sync(lambda: [json.loads(reader.readline()) for _ in range(2)])
+            assert [a["id"] for a in answered] == [0, 1]
+            assert app.subscriptions.subscribers() == 1
+            theirs.shutdown(socket.SHUT_WR)
+        assert app.subscriptions.subscribers() == 0
+        assert clients.connected == 0
+    finally:
+        theirs.close()
+        app.store.close()
