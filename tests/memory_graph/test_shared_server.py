@@ -28,6 +28,7 @@ from tests.memory_graph.test_stdio import (
     TIMEOUT,
     Server,
     line,
+    run_to_the_end,
     server_env,
     tool_call,
 )
@@ -100,15 +101,8 @@ def test_requests_piped_in_before_stdin_closes_are_all_answered_through_the_shar
             )
             for i in range(1, 6)
         ]
-        finished = subprocess.run(
-            [sys.executable, "-m", "memory_graph"],
-            cwd=ROOT,
-            env=shared_env(tmp_path, shared_runtime),
-            input="".join(line(m) for m in [INITIALIZE, INITIALIZED, *calls]),
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            timeout=TIMEOUT,
+        finished = run_to_the_end(
+            shared_env(tmp_path, shared_runtime), "".join(line(m) for m in [INITIALIZE, INITIALIZED, *calls])
         )
         assert finished.returncode == 0, finished.stderr
         answers = {m["id"]: m for m in map(json.loads, finished.stdout.splitlines()) if "id" in m}
@@ -156,15 +150,7 @@ def test_a_request_the_shared_server_dies_before_answering_is_answered_with_an_e
 def test_the_shared_server_exits_after_its_idle_time_and_removes_its_socket(
     tmp_path: Path, shared_runtime: Path
 ) -> None:
-    finished = subprocess.run(
-        [sys.executable, "-m", "memory_graph"],
-        cwd=ROOT,
-        env=shared_env(tmp_path, shared_runtime, idle=1),
-        input=line(INITIALIZE),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    finished = run_to_the_end(shared_env(tmp_path, shared_runtime, idle=1), line(INITIALIZE))
     assert finished.returncode == 0 and '"result"' in finished.stdout, finished.stderr
     wait_until(lambda: not shared_pids(shared_runtime), "the idle server's exit")
     assert not list((shared_runtime / "memory-graph").glob("*.sock"))
@@ -222,15 +208,7 @@ def test_another_configuration_gets_a_shared_server_of_its_own(tmp_path: Path, s
 def test_invalid_settings_are_reported_as_a_start_without_sharing_reports_them(
     tmp_path: Path, shared_runtime: Path
 ) -> None:
-    finished = subprocess.run(
-        [sys.executable, "-m", "memory_graph"],
-        cwd=ROOT,
-        env=shared_env(tmp_path, shared_runtime, MEMORY_SHARD_LINES="many"),
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    finished = run_to_the_end(shared_env(tmp_path, shared_runtime, MEMORY_SHARD_LINES="many"), "")
     assert finished.returncode == 2
     assert "MEMORY_SHARD_LINES='many' is not a whole number" in finished.stderr
     assert not (shared_runtime / "memory-graph").exists()
@@ -313,15 +291,7 @@ def test_a_place_held_by_a_server_that_does_not_accept_is_served_here_soon_and_s
         lock.write("4242\n")
         lock.flush()
         started = time.monotonic()
-        finished = subprocess.run(
-            [sys.executable, "-m", "memory_graph"],
-            cwd=ROOT,
-            env=env,
-            input=line(INITIALIZE),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-        )
+        finished = run_to_the_end(env, line(INITIALIZE))
         waited = time.monotonic() - started
     assert finished.returncode == 0 and '"result"' in finished.stdout, finished.stderr
     assert "the shared server pid 4242 holds" in finished.stderr and "serving in this process" in finished.stderr
@@ -333,14 +303,9 @@ def test_a_request_id_the_server_spells_otherwise_is_answered_once_and_the_start
     tmp_path: Path, shared_runtime: Path
 ) -> None:
     """The server answers a lone surrogate's id with U+FFFD; the relay must not take it for unanswered."""
-    finished = subprocess.run(
-        [sys.executable, "-m", "memory_graph"],
-        cwd=ROOT,
-        env=shared_env(tmp_path, shared_runtime),
-        input=line(INITIALIZE) + '{"jsonrpc": "2.0", "id": "a\\ud800", "method": "ping"}\n',
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
+    finished = run_to_the_end(
+        shared_env(tmp_path, shared_runtime),
+        line(INITIALIZE) + '{"jsonrpc": "2.0", "id": "a\\ud800", "method": "ping"}\n',
     )
     assert finished.returncode == 0, finished.stderr
     answers = [json.loads(x) for x in finished.stdout.splitlines()]

@@ -147,21 +147,26 @@ def test_a_lone_surrogate_escape_is_answered_and_stored_as_the_replacement_chara
     assert "cut \ufffd here" in stored
 
 
-def test_requests_piped_in_before_stdin_closes_are_all_answered(tmp_path: Path) -> None:
-    calls = [
-        tool_call(i, "create_entities", {"entities": [{"name": f"e{i}", "entityType": "t", "observations": []}]})
-        for i in range(1, 6)
-    ]
-    finished = subprocess.run(
+def run_to_the_end(env: dict[str, str], stdin: str) -> subprocess.CompletedProcess[str]:
+    """`python -m memory_graph` given all of its input at once, run until it exits."""
+    return subprocess.run(
         [sys.executable, "-m", "memory_graph"],
         cwd=ROOT,
-        env=server_env(tmp_path),
-        input="".join(line(m) for m in [INITIALIZE, INITIALIZED, *calls]),
+        env=env,
+        input=stdin,
         capture_output=True,
         text=True,
         encoding="utf-8",
         timeout=TIMEOUT,
     )
+
+
+def test_requests_piped_in_before_stdin_closes_are_all_answered(tmp_path: Path) -> None:
+    calls = [
+        tool_call(i, "create_entities", {"entities": [{"name": f"e{i}", "entityType": "t", "observations": []}]})
+        for i in range(1, 6)
+    ]
+    finished = run_to_the_end(server_env(tmp_path), "".join(line(m) for m in [INITIALIZE, INITIALIZED, *calls]))
     assert finished.returncode == 0, finished.stderr
     answers = {m["id"]: m for m in map(json.loads, finished.stdout.splitlines()) if "id" in m}
     assert sorted(answers) == [0, 1, 2, 3, 4, 5], finished.stderr
