@@ -62,7 +62,15 @@ from lessons.signature import evidence_words, shape
 from memory_graph.errors import ConflictError, InvalidInputError, MemoryGraphError, NotFoundError
 from memory_graph.graph import LESSONS, ImportSummary
 from memory_graph.search import closest_name
-from memory_graph.storage import Key, StoreEngine, code_tag, merge_records, read_side_cache, write_side_cache
+from memory_graph.storage import (
+    Key,
+    StoreEngine,
+    Taken,
+    code_tag,
+    merge_records,
+    read_side_cache,
+    write_side_cache,
+)
 
 log = logging.getLogger(__name__)
 MAX_CONTEXT_CHARS = 1_048_576
@@ -217,8 +225,14 @@ class LessonService:
     def snapshot_version(self) -> str:
         return code_tag([__file__])
 
+    def snapshot_copy(self) -> Taken:
+        # The map is copied (a write adds or drops a lesson in it); each record is shared: a change to a lesson
+        # is a new dict (`changed_lesson`, `merge_twin`, `_with_outcome`), never one changed in place.
+        return Taken(dict(self.records))
+
     def snapshot_state(self) -> dict[str, dict[str, Any]]:
-        return self.records
+        state: dict[str, dict[str, Any]] = self.snapshot_copy().snapshot_state()
+        return state
 
     def restore_state(self, state: dict[str, dict[str, Any]]) -> None:
         if any(not isinstance(record, dict) for record in state.values()):

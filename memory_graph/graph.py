@@ -268,6 +268,16 @@ class RelationsByName(Mapping[str, Touching]):
             "touching": touching.tobytes(),
         }
 
+    def copy(self, entities: EntityTable) -> RelationsByName:
+        """A copy over `entities` (a copy of the table too) that no later write reaches, for a snapshot made with the
+        store let go. The restored columns are shared: only `restore` sets them, never changed in place. A hub's
+        set is copied: `add` and `discard` change it in place."""
+        copied = RelationsByName(entities)
+        copied._keys, copied._other, copied._limit = self._keys, self._other, self._limit
+        copied._starts, copied._degrees, copied._touching = self._starts, self._degrees, self._touching
+        copied.changed = {name: set(held) if isinstance(held, set) else held for name, held in self.changed.items()}
+        return copied
+
     def _place(self, name: str) -> int | None:
         place = self._other.get(name)
         if place is not None:
@@ -375,6 +385,21 @@ class GraphState:
     def snapshot_version(self) -> str:
         # Arrays are kept as their bytes: native item size and byte order.
         return code_tag([__file__, search_module.__file__], str(array("i").itemsize), sys.byteorder)
+
+    def snapshot_copy(self) -> GraphState:
+        """A graph of copies of this one's containers, made with the store held, whose `snapshot_state` (with the
+        store let go) is this one's as it was. Each map is copied: every write adds to or takes from them in place.
+        What they hold is shared: names and keys are strings and tuples, an entity a tuple, and a record held whole
+        (a lesson) a dict no write changes in place (a changed record is a new dict from the store)."""
+        copied = GraphState()
+        copied.entities = EntityTable(dict(self.entities.held))
+        copied._elsewhere = dict(self._elsewhere)
+        copied._hidden_lessons = dict(self._hidden_lessons)
+        copied.relations = dict(self.relations)
+        copied.by_node = self.by_node.copy(copied.entities)
+        copied.index = self.index.snapshot_copy()
+        copied._next_ordinal = self._next_ordinal
+        return copied
 
     def snapshot_state(self) -> dict[str, Any]:
         """The tables as columns, names as their places in one table (the entities' names, then the relation ends

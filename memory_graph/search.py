@@ -364,6 +364,14 @@ class Postings:
         self.own[self._count] = array("i")
         self._count += 1
 
+    def copy(self) -> Postings:
+        """A copy no later write reaches (for a snapshot made with the store let go): the packed arrays are shared
+        (never changed once made), each stem's own array is copied (`growing` extends it in place)."""
+        copied = Postings(self._packed, self._starts)
+        copied.own = {stem_id: docs[:] for stem_id, docs in self.own.items()}
+        copied._count = self._count
+        return copied
+
     def packed(self) -> tuple[array[int], array[int]]:
         """(every stem's documents in stem order, each stem's start and then the end): what the snapshot keeps."""
         if not self.own:
@@ -527,6 +535,26 @@ class SubstringIndex:
         self._dead = 0
 
     # -- the start snapshot ----------------------------------------------------------------------------------------
+    def snapshot_copy(self) -> SubstringIndex:
+        """An index of copies of what `snapshot_state` reads, made with the store held, whose `snapshot_state` (with
+        the store let go) is this one's as it was. Every list, map and array here is changed in place by writes
+        (appended to, a dead document set to None, a count raised), so each is copied; strings are shared, and so
+        is each name's list of fields with the separator (`put` makes a new one). `_doc_of` is not read."""
+        copied = SubstringIndex()
+        copied._names, copied._texts, copied._lengths = self._names[:], self._texts[:], self._lengths[:]
+        copied._fields_with_separator, copied._pending = dict(self._fields_with_separator), dict(self._pending)
+        copied._word_ids, copied._words, copied._stem_of_word = (
+            dict(self._word_ids),
+            self._words[:],
+            self._stem_of_word[:],
+        )
+        copied._words_with_gram = {gram: ids[:] for gram, ids in self._words_with_gram.items()}
+        copied._stems_from_other_words, copied._stems = dict(self._stems_from_other_words), self._stems[:]
+        copied._postings, copied._held = self._postings.copy(), self._held[:]
+        copied._live, copied._dead, copied._total_length = self._live, self._dead, self._total_length
+        copied._warm = self._warm
+        return copied
+
     def snapshot_state(self) -> dict[str, Any]:
         """Everything the index holds, as plain containers (arrays as their bytes). The maps from a name, word or
         stem to its place are left out: each is its list read in order (places are handed out in order, and a

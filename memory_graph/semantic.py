@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_graph.errors import InvalidInputError
-from memory_graph.storage import Key, code_tag, read_vectors, write_vectors
+from memory_graph.storage import Key, Taken, code_tag, read_vectors, write_vectors
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,9 @@ class SemanticIndex:
 
     def snapshot_version(self) -> str:
         return code_tag([__file__])
+
+    def snapshot_copy(self) -> Taken:
+        return Taken(self.snapshot_state())  # a copy of one map of strings: cheap
 
     def snapshot_state(self) -> dict[str, str]:
         with self._lock:

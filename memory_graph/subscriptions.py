@@ -25,7 +25,7 @@ from mcp.server.session import ServerSession
 from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from memory_graph.errors import MemoryGraphError
-from memory_graph.storage import Key
+from memory_graph.storage import Key, Taken
 
 log = logging.getLogger(__name__)
 GRAPH_URI = "memory://knowledge-graph"
@@ -102,6 +102,9 @@ class GraphSubscriptions:
 
     def snapshot_version(self) -> str:
         return ""
+
+    def snapshot_copy(self) -> Taken:
+        return Taken(None)
 
     def snapshot_state(self) -> None:
         return None

@@ -33,8 +33,10 @@ from memory_graph.storage.codec import (
 from memory_graph.storage.engine import (
     ChangeListener,
     ReadsWhileLoading,
+    SnapshotCopy,
     Snapshotting,
     StoreEngine,
+    Taken,
     Transaction,
     copy_records,
 )
@@ -53,10 +55,12 @@ __all__ = [
     "Key",
     "ReadsWhileLoading",
     "RecordCheck",
+    "SnapshotCopy",
     "Snapshotting",
     "SourceRecord",
     "Store",
     "StoreEngine",
+    "Taken",
     "Transaction",
     "atomic_write",
     "code_tag",

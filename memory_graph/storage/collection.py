@@ -157,6 +157,82 @@ def _lines_of(keys: list[Key | None], texts: list[str], merged: dict[Key, str]) 
     return lines
 
 
+# The stat a snapshot gives a shard whose file was replaced after the copy: no file has it, so a restore holds the
+# shard as changed since and reads it, as it does any file changed after its snapshot.
+CHANGED_SINCE: FileStat = (-1, -1, -1)
+
+
+@dataclass(frozen=True)
+class FrozenShard:
+    """A shard as it was when a snapshot's copy was taken (`Collection.snapshot_copy`): its lines copied, or how
+    they are read while still unread (a restored shard's keys, never changed in place)."""
+
+    index: int
+    stat: FileStat
+    generation: str | None
+    line_count: int
+    unread: UnreadLines | None
+    lines: ShardLines | None
+
+
+class CollectionCopy:
+    """A collection's shards as copied with the store held; `snapshot_state` reads their files with it let go."""
+
+    def __init__(self, collection: Collection, shards: list[FrozenShard]) -> None:
+        self._collection = collection  # for its file names and record rule only (neither changes)
+        self._shards = shards
+
+    def snapshot_state(self) -> list[tuple[Any, ...]] | None:
+        """What a snapshot keeps of the collection, per shard: index, stat, generation, line count, the key of each
+        line of the file (None for a blank line) and the held lines that are no line of the file (a record written
+        twice, held merged). The lines themselves are read back from the unchanged file. A shard whose file was
+        replaced since the copy (a commit of this or another process) is kept with the keys it held and a stat no
+        file has (`CHANGED_SINCE`): the restore reads it and reports what changed, as for any file changed after
+        its snapshot. None when the collection cannot be kept: a file that has the stat the shard was read with
+        but lines a load of it would hold otherwise."""
+        state: list[tuple[Any, ...]] = []
+        for shard in self._shards:
+            kept = self._shard_state(shard)
+            if kept is None:
+                return None
+            state.append(kept)
+        return state
+
+    def _shard_state(self, shard: FrozenShard) -> tuple[Any, ...] | None:
+        collection, index = self._collection, shard.index
+        head = (index, shard.stat, shard.generation, shard.line_count)
+        changed = (index, CHANGED_SINCE, shard.generation, shard.line_count)
+        if shard.unread is not None:  # still as restored: kept as it was
+            unread = shard.unread
+            return (
+                *(head if file_stat(collection.names.path(index)) == shard.stat else changed),
+                unread.keys,
+                unread.merged,
+            )
+        lines = shard.lines
+        assert lines is not None
+        read = collection._read_lines(index)
+        if read is None or read[1] != shard.stat:  # replaced (or gone) since the copy
+            return (*changed, list(lines), {})
+        texts = read[0]
+        if texts == list(lines.values()):  # the usual case: one line per record, as held
+            return (*head, list(lines), {})
+        key_of = {line: key for key, line in lines.items()}
+        path = collection.names.path(index)
+        keys: list[Key | None] = []
+        for text in texts:
+            key = key_of.get(text)
+            if key is None:  # a duplicate, a blank line, a line ending in \r: parsed to tell its key
+                records = parse_text(path, text, collection.check).records
+                key = records[0][0] if records else None
+            keys.append(key)
+        in_file = set(texts)
+        merged = {key: line for key, line in lines.items() if line not in in_file}
+        if list(_lines_of(keys, texts, merged).items()) != list(lines.items()):
+            return None  # held otherwise than a load of the file would hold it: not restorable from it
+        return (*head, keys, merged)
+
+
 class Collection:
     def __init__(
         self, name: str, names: ShardNames, shard_lines: int, check: RecordCheck | None = None, lazy: bool = False
@@ -460,52 +536,36 @@ class Collection:
         return upserted
 
     # -- the start snapshot (snapshot.py) ---------------------------------------------------------------------
-    def snapshot_state(self) -> list[tuple[Any, ...]] | None:
-        """What a snapshot keeps of this collection, per shard: index, stat, generation, line count, the key of
-        each line of the file (None for a blank line) and the held lines that are no line of the file (a record
-        written twice, held merged). The lines themselves are read back from the unchanged file. None when it
-        cannot be kept: a shard with unreadable lines, or one that changed on disk since it was read."""
+    def snapshot_copy(self) -> CollectionCopy | None:
+        """With the store held: what `CollectionCopy.snapshot_state` needs, copied (a shard's lines dict grows in
+        place when lines are appended to it; a commit replaces the shard). None when the collection cannot be
+        kept: shards left unread (a lazy collection), or a shard with unreadable lines or no known stat."""
         if self.deferred:
             return None
-        state: list[tuple[Any, ...]] = []
+        shards: list[FrozenShard] = []
         for index in sorted(self.shards):
             shard = self.shards[index]
-            if shard.problems or shard.stat is None or shard.stat != file_stat(self.names.path(index)):
+            if shard.problems or shard.stat is None:
                 return None
             unread = shard.unread_lines()
-            if unread is not None:  # still as restored: kept as it was
-                state.append((index, shard.stat, shard.generation, shard.line_count, unread.keys, unread.merged))
-                continue
-            read = self._read_lines(index)
-            if read is None or read[1] != shard.stat:  # replaced since the stat above (another process's commit)
-                return None
-            texts = read[0]
-            if texts == list(shard.lines.values()):  # the usual case: one line per record, as held
-                state.append((index, shard.stat, shard.generation, shard.line_count, list(shard.lines), {}))
-                continue
-            key_of = {line: key for key, line in shard.lines.items()}
-            path = self.names.path(index)
-            keys: list[Key | None] = []
-            for text in texts:
-                key = key_of.get(text)
-                if key is None:  # a duplicate, a blank line, a line ending in \r: parsed to tell its key
-                    records = parse_text(path, text, self.check).records
-                    key = records[0][0] if records else None
-                keys.append(key)
-            in_file = set(texts)
-            merged = {key: line for key, line in shard.lines.items() if line not in in_file}
-            if list(_lines_of(keys, texts, merged).items()) != list(shard.lines.items()):
-                return None  # held otherwise than a load of the file would hold it: not restorable from it
-            state.append((index, shard.stat, shard.generation, shard.line_count, keys, merged))
-        return state
+            lines = dict(shard.lines) if unread is None else None
+            shards.append(FrozenShard(index, shard.stat, shard.generation, shard.line_count, unread, lines))
+        return CollectionCopy(self, shards)
+
+    def snapshot_state(self) -> list[tuple[Any, ...]] | None:
+        """What a snapshot keeps of this collection now (`CollectionCopy.snapshot_state`), with the store held."""
+        copied = self.snapshot_copy()
+        return None if copied is None else copied.snapshot_state()
 
     def hold_keys_only(self, state: list[tuple[Any, ...]]) -> None:
-        """After `snapshot_state` (which checked each shard's file against its lines): hold every shard as a
+        """After `snapshot_state` (which checked each shard's file against its lines), with the store held again:
+        hold every shard still as it was then as a
         restart holds it, by its keys, its lines read back from the file when a commit first needs them. Why: at
         a first start the lines are as much memory as the files (50 MB at 100k entities), and most shards of a
         big memory are never rewritten in a session."""
         for index, stat, _generation, _line_count, keys, merged in state:
             shard = self.shards.get(index)
+            # (a shard written since the copy, or kept as changed, has another stat: it stays as it is)
             if shard is None or shard.unread_lines() is not None or shard.stat != stat:
                 continue
             held = list(shard.lines)

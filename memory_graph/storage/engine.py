@@ -43,6 +43,28 @@ class ChangeListener(Protocol):
         """Called with the store held, after the change is stored (or was found stored by another process)."""
 
 
+class SnapshotCopy(Protocol):
+    """What a part (or the engine's collections) copied with the store held, turned into its snapshot state with
+    the store let go: a save holds the store only for the copies (tens of ms at 100k entities), not for the
+    seconds of computing, checking and encoding the state, which every call arriving meanwhile waited for."""
+
+    def snapshot_state(self) -> Any:
+        """The state, called with the store let go: it reads only the copy, which no later write reaches."""
+        ...
+
+
+class Taken:
+    """A state already made with the store held, for a part whose state is cheap to copy whole."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    def snapshot_state(self) -> Any:
+        return self.state
+
+
 @runtime_checkable
 class Snapshotting(Protocol):
     """A listener whose state the start snapshot keeps (snapshot.py): restored at a start instead of hearing every
@@ -54,8 +76,14 @@ class Snapshotting(Protocol):
         """Names the code that shapes the state (a digest of its source): a snapshot of other code is not used."""
         ...
 
+    def snapshot_copy(self) -> SnapshotCopy:
+        """Called with the store held: copies of whatever the state is made of (the containers writes change in
+        place; strings and tuples are shared), whose `snapshot_state` gives, with the store let go, the state as
+        it was at this call."""
+        ...
+
     def snapshot_state(self) -> Any:
-        """The state, called with the store held (nothing changes meanwhile)."""
+        """The state now, called with the store held (`snapshot_copy().snapshot_state()`, for tests and tools)."""
         ...
 
     def restore_state(self, state: Any) -> None:
@@ -233,9 +261,16 @@ class StoreEngine(ABC):
     def _record_count(self) -> int:
         raise NotImplementedError
 
-    def _collection_snapshot(self) -> Any | None:
-        """What the engine keeps of its collections (with the store held), or None when it cannot be kept."""
+    def _collection_copy(self) -> SnapshotCopy | None:
+        """With the store held: a copy of what the engine keeps of its collections, whose `snapshot_state` (with
+        the store let go) gives that state, or None when it cannot be kept after all; None here when it cannot be
+        kept at all."""
         raise NotImplementedError
+
+    def _collections_saved(self, state: Any) -> None:
+        """With the store held, once the state is made: what the engine does with what it kept (the files hold
+        their shards by keys from then on). Only what is still as copied may be touched: writes went on."""
+        return None
 
     def _restore_collections(self, state: Any) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         """Hold what `_collection_snapshot` kept (raises ValueError, TypeError or KeyError, holding nothing, when
@@ -323,32 +358,48 @@ class StoreEngine(ABC):
             return self._save_snapshot(self._snapshot)
 
     def _save_snapshot(self, path: Path) -> bool:
+        # Held only to decide and to copy: every call arriving meanwhile waits for this block alone.
         with self._held():
             if not self._snapshot_behind or self._record_count() < self.snapshot_min_records:
                 return False
             parts = self._snapshot_parts()
-            collections = self._collection_snapshot()
+            collections = self._collection_copy()
             if collections is None:
                 return False
-            payload = {
-                "collections": collections,
-                "parts": {part.snapshot_name: part.snapshot_state() for part in parts},
-            }
+            copies = {part.snapshot_name: part.snapshot_copy() for part in parts}
+            tag = self._snapshot_tag(parts)
+            # A write from now on is one the snapshot does not hold: it sets this again.
+            self._snapshot_behind = False
+        made = False
+        try:
+            kept = collections.snapshot_state()
+            if kept is None:  # a file no longer what was held, in a way a restore could not tell
+                return False
+            payload = {"collections": kept, "parts": {name: copy.snapshot_state() for name, copy in copies.items()}}
             try:
-                content = encode_snapshot(self._snapshot_tag(parts), payload)
+                content = encode_snapshot(tag, payload)
             except ValueError as exc:  # a value marshal cannot write: nothing JSON holds, so never expected
                 log.warning("could not make the start snapshot (%s); the next start reads everything", exc)
                 return False
-            self._snapshot_behind = False
-        # Written with the store let go: a call waits for the snapshot to be made, not for the disk.
+            with self._held():
+                self._collections_saved(kept)
+            made = True
+        finally:
+            if not made:
+                self._snapshot_failed()
         try:
             write_snapshot(path, content)
         except OSError as exc:
             log.warning("could not write the start snapshot %s (%s); the next start reads everything", path, exc)
-            self._snapshot_behind = True
+            self._snapshot_failed()
             return False
         log.info("start snapshot written: %s (%.1f MB)", path, len(content) / 1e6)
         return True
+
+    def _snapshot_failed(self) -> None:
+        """The save that said the snapshot was current wrote none: the next save must try again."""
+        with self._held():
+            self._snapshot_behind = True
 
     # -- shared rules ----------------------------------------------------------------------------------------
     def add_listener(self, listener: ChangeListener) -> None:

@@ -58,7 +58,7 @@ from memory_graph.storage.codec import (
     parse_all_at_once,
     record_key,
 )
-from memory_graph.storage.engine import ReadsWhileLoading, StoreEngine, Transaction, public_caller
+from memory_graph.storage.engine import ReadsWhileLoading, StoreEngine, Taken, Transaction, public_caller
 
 log = logging.getLogger(__name__)
 
@@ -627,13 +627,16 @@ class PostgresStore(StoreEngine):
     def _record_count(self) -> int:
         return sum(len(c.texts) for name, c in self.collections.items() if name != HISTORY)
 
-    def _collection_snapshot(self) -> dict[str, Any]:
-        """Each collection's record texts as last read, and how far into each store's change log they are."""
-        return {
-            "texts": {name: c.texts for name, c in self.collections.items()},
-            "unreadable": {name: c.unreadable for name, c in self.collections.items()},
-            "applied": self._applied_seq,
-        }
+    def _collection_copy(self) -> Taken:
+        """Each collection's record texts as last read, and how far into each store's change log they are: copies
+        (every write changes these maps in place; the texts are shared), so the state is made right here."""
+        return Taken(
+            {
+                "texts": {name: dict(c.texts) for name, c in self.collections.items()},
+                "unreadable": {name: dict(c.unreadable) for name, c in self.collections.items()},
+                "applied": dict(self._applied_seq),
+            }
+        )
 
     def _restore_collections(self, state: Any) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         texts, unreadable, applied = state["texts"], state["unreadable"], state["applied"]

@@ -38,8 +38,8 @@ from memory_graph.errors import LineProblem, MemoryGraphError, StaleShardError, 
 from memory_graph.storage import collection as collection_module
 from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_repair, report, scan
 from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
-from memory_graph.storage.collection import Collection, Reloaded
-from memory_graph.storage.engine import StoreEngine, Transaction, public_caller
+from memory_graph.storage.collection import Collection, CollectionCopy, Reloaded
+from memory_graph.storage.engine import SnapshotCopy, StoreEngine, Transaction, public_caller
 from memory_graph.storage.files import (
     BACKGROUND_FLUSH,
     FileWrite,
@@ -77,6 +77,18 @@ from memory_graph.storage.stamp import Manifest, StampFile
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT_SECONDS = 60.0
+
+
+class CollectionsCopy:
+    """Every kept collection's copy (`Collection.snapshot_copy`): their states, or None when one cannot be kept."""
+
+    def __init__(self, copies: dict[str, CollectionCopy]) -> None:
+        self._copies = copies
+
+    def snapshot_state(self) -> dict[str, Any] | None:
+        states = {name: copied.snapshot_state() for name, copied in self._copies.items()}
+        kept = {name: state for name, state in states.items() if state is not None}
+        return kept if len(kept) == len(states) else None
 
 
 class Store(StoreEngine):
@@ -288,16 +300,17 @@ class Store(StoreEngine):
     def _record_count(self) -> int:
         return sum(len(c.locations) for c in self._snapshotted().values())
 
-    def _collection_snapshot(self) -> dict[str, Any] | None:
-        """None when a collection cannot be kept. Once kept, the shards are held by their keys as a restart holds
-        them (`Collection.hold_keys_only`): the files were just checked against what is held."""
-        states = {name: c.snapshot_state() for name, c in self._snapshotted().items()}
-        kept = {name: state for name, state in states.items() if state is not None}
-        if len(kept) != len(states):
-            return None
-        for name, state in kept.items():
-            self.collections[name].hold_keys_only(state)
-        return kept
+    def _collection_copy(self) -> SnapshotCopy | None:
+        """None when a collection cannot be kept (`Collection.snapshot_copy`)."""
+        copies = {name: c.snapshot_copy() for name, c in self._snapshotted().items()}
+        kept = {name: copied for name, copied in copies.items() if copied is not None}
+        return CollectionsCopy(kept) if len(kept) == len(copies) else None
+
+    def _collections_saved(self, state: Any) -> None:
+        """Once kept, the shards still as copied are held by their keys as a restart holds them
+        (`Collection.hold_keys_only`): their files were just checked against what they hold."""
+        for name, kept in state.items():
+            self.collections[name].hold_keys_only(kept)
 
     def _restore_collections(self, state: Any) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         kept = self._snapshotted()

@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from array import array
@@ -23,7 +24,7 @@ import anyio
 import psycopg
 import pytest
 
-from lessons.model import ErrorQuery, LessonInput
+from lessons.model import ErrorQuery, LessonChanges, LessonInput
 from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
 from memory_graph.errors import StaleShardError
@@ -740,9 +741,10 @@ def test_a_record_held_only_merged_is_reported_gone_after_a_restart(tmp_path: Pa
     assert content(again) == fresh_content(folder, tmp_path)
 
 
-def test_a_shard_replaced_while_the_snapshot_is_made_is_not_kept(tmp_path: Path, monkeypatch: Any) -> None:
-    """The snapshot is made with only this process's hold: another process may replace a shard between its stat
-    and its read. What was read must be the file that was statted, or no snapshot is written."""
+def test_a_shard_replaced_while_the_snapshot_is_made_is_kept_as_changed(tmp_path: Path, monkeypatch: Any) -> None:
+    """The snapshot's files are read with the store let go: another process (or this one) may replace a shard
+    between the copy and the read. What was read must be the file the shard was read from; one replaced since is
+    kept as changed (a stat no file has), so the restart reads it and holds what a load of the files holds."""
     folder, cache = tmp_path / "memory", tmp_path / "cache"
     writer = services(folder, tmp_path / "w")
     writer.graph.create_entities([Entity(name=f"E{i}", entityType="t", observations=[]) for i in range(6)])
@@ -762,12 +764,11 @@ def test_a_shard_replaced_while_the_snapshot_is_made_is_not_kept(tmp_path: Path,
         return original(self, index)
 
     monkeypatch.setattr(collection_class, "_read_lines", racing)
-    assert not first.store.save_snapshot()
+    assert first.store.save_snapshot()
     monkeypatch.setattr(collection_class, "_read_lines", original)
     assert fired
-    first.graph.read_graph()  # catches up with the other's commit
-    assert first.store.save_snapshot()
     again = restarted(folder, cache)
+    assert again.store.restored_from_snapshot
     assert "E2" not in again.graph.state.entities and content(again) == fresh_content(folder, tmp_path)
 
 
@@ -810,3 +811,113 @@ def test_a_snapshot_with_large_containers_is_written_in_chunks_and_restored_as_l
     cut = restarted(folder, cache)
     assert not cut.store.restored_from_snapshot
     assert answers(cut) == answers(services(folder, tmp_path / "fresh"))
+
+
+def _pause_outside_the_hold(built: Services, monkeypatch: Any) -> tuple[threading.Event, threading.Event]:
+    """Make a save stop between its hold and its work with the store let go: (copied, resume). While it waits, the
+    store is free; what the save then writes must be what was held when it copied."""
+    copied, resume = threading.Event(), threading.Event()
+    original = built.store._collection_copy
+
+    def pausing() -> Any:
+        taken = original()
+
+        class Paused:
+            def snapshot_state(self) -> Any:
+                copied.set()
+                assert resume.wait(60), "the test never let the save go on"
+                return taken.snapshot_state() if taken is not None else None
+
+        return Paused()
+
+    monkeypatch.setattr(built.store, "_collection_copy", pausing)
+    return copied, resume
+
+
+def _racing_writes(built: Services) -> None:
+    """Writes of every kind a part copies for: entities made, changed (observations, so the index's postings
+    grow in place) and deleted; relations made (a hub's set grows in place) and deleted; lessons made, changed,
+    deleted."""
+    graph = built.graph
+    graph.create_entities(
+        [Entity(name=f"Late {i}", entityType="latecomer", observations=["arrived late"]) for i in range(5)]
+    )
+    graph.add_observations([ObservationAddition(entityName="Person 3", contents=["now likes topic99 and zebras"])])
+    graph.delete_entities(["Person 4", "Late 1"])
+    graph.create_relations(
+        [
+            Relation.model_validate({"from": f"Person {i}", "to": "Person 0", "relationType": "follows"})
+            for i in range(5, 30)
+        ]
+    )
+    graph.delete_relations([Relation.model_validate({"from": "Person 6", "to": "Person 18", "relationType": "knows"})])
+    built.lessons.create_lesson(lesson("LATE_LESSON", "TimeoutError: the save took too long"))
+    built.lessons.update_lesson(LessonChanges(name="KEY_MISSING", addObservations=["set DATABASE in the env"]))
+    graph.delete_entities(["PORT_TAKEN"])  # a lesson goes as an entity does
+
+
+@pytest.mark.usefixtures("each_engine")
+def test_a_save_made_while_others_write_restores_what_the_files_hold(tmp_path: Path, monkeypatch: Any) -> None:
+    """The save copies with the store held and makes its state with it let go. Writes of every kind run in between:
+    the state written is each part's as it was at the copy (no write reached the copies), calls are answered
+    while the save waits, and a restart restores it and, after its catch-up, holds what a load of the files holds
+    (graph and searches)."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = services(folder, cache)
+    first.graph.warm_up()
+    parts = first.store._snapshot_parts()
+    at_copy: dict[str, bytes] = {}
+    made: dict[str, bytes] = {}
+    original_copy = first.store._collection_copy
+
+    def recording_copy() -> Any:  # with the store held: what each part holds now, as the snapshot file keeps it
+        at_copy.update({part.snapshot_name: marshal.dumps(part.snapshot_state()) for part in parts})
+        return original_copy()
+
+    monkeypatch.setattr(first.store, "_collection_copy", recording_copy)
+    for part in parts:
+
+        def recording(copy_of: Any = part.snapshot_copy, name: str = part.snapshot_name) -> Any:
+            taken = copy_of()
+
+            class Recorded:
+                def snapshot_state(self) -> Any:
+                    state = taken.snapshot_state()
+                    made[name] = marshal.dumps(state)
+                    return state
+
+            return Recorded()
+
+        monkeypatch.setattr(part, "snapshot_copy", recording)
+    copied, resume = _pause_outside_the_hold(first, monkeypatch)
+    outcome: list[bool] = []
+    saving = threading.Thread(target=lambda: outcome.append(first.store.save_snapshot()))
+    saving.start()
+    try:
+        assert copied.wait(30)
+        started = time.perf_counter()
+        found = first.graph.search_nodes("topic3")  # answered while the save waits: it does not hold the store
+        waited = time.perf_counter() - started
+        assert saving.is_alive() and found.entities and waited < 5
+        _racing_writes(first)
+        assert saving.is_alive()
+    finally:
+        resume.set()
+        saving.join(60)
+    assert outcome == [True]
+    # (compared as values: marshal's back-references depend on which objects are shared, not on what they hold)
+    assert {n: marshal.loads(s) for n, s in made.items()} == {n: marshal.loads(s) for n, s in at_copy.items()}
+    queries = ["topic3", "zebras", "latecomer", "Person 0", "KeyError database", "arrived late"]
+    again = restarted(folder, cache)
+    assert again.store.restored_from_snapshot
+    fresh = services(folder, tmp_path / "fresh")
+    assert content(again) == content(fresh)
+    for query in queries:
+        mine, theirs = again.graph.search_nodes(query), fresh.graph.search_nodes(query)
+        # The restart answers as the process that wrote (its relations in the order it heard them); a load of the
+        # files orders relations by where they are in them, so against it the same relations are compared.
+        assert mine == first.graph.search_nodes(query), query
+        assert mine.entities == theirs.entities, query
+        assert sorted(map(str, mine.relations)) == sorted(map(str, theirs.relations)), query
+    assert again.lessons.records == fresh.lessons.records
