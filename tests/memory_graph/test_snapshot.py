@@ -857,15 +857,31 @@ def _racing_writes(built: Services) -> None:
 
 
 @pytest.mark.usefixtures("each_engine")
-def test_a_save_made_while_others_write_restores_what_the_files_hold(tmp_path: Path, monkeypatch: Any) -> None:
+@pytest.mark.parametrize("restored", [False, True], ids=["after-a-load", "after-a-restore"])
+def test_a_save_made_while_others_write_restores_what_the_files_hold(
+    tmp_path: Path, monkeypatch: Any, restored: bool
+) -> None:
     """The save copies with the store held and makes its state with it let go. Writes of every kind run in between:
     the state written is each part's as it was at the copy (no write reached the copies), calls are answered
     while the save waits, and a restart restores it and, after its catch-up, holds what a load of the files holds
-    (graph and searches)."""
+    (graph and searches). From a load (every shard's lines held, every stem's postings its own) and from a restore
+    (shards held by keys, relations by name and postings as the restored columns)."""
     folder, cache = tmp_path / "memory", tmp_path / "cache"
     fill(services(folder, cache))
-    first = services(folder, cache)
+    if restored:
+        snapshot_written(folder, cache)
+        first = restarted(folder, cache)
+        assert first.store.restored_from_snapshot
+    else:
+        first = services(folder, cache)
     first.graph.warm_up()
+    # A hub before the copy: its relations are a set, which the racing writes then grow in place.
+    first.graph.create_relations(
+        [
+            Relation.model_validate({"from": f"Person {i}", "to": "Person 0", "relationType": "admires"})
+            for i in range(40, 52)
+        ]
+    )
     parts = first.store._snapshot_parts()
     at_copy: dict[str, bytes] = {}
     made: dict[str, bytes] = {}
@@ -921,3 +937,6 @@ def test_a_save_made_while_others_write_restores_what_the_files_hold(tmp_path: P
         assert mine.entities == theirs.entities, query
         assert sorted(map(str, mine.relations)) == sorted(map(str, theirs.relations)), query
     assert again.lessons.records == fresh.lessons.records
+    # The writer goes on after its save (its checked shards now held by keys) and still holds what the files do.
+    first.graph.add_observations([ObservationAddition(entityName="Person 7", contents=["after the save"])])
+    assert content(first) == content(services(folder, tmp_path / "fresh-after"))
