@@ -552,17 +552,11 @@ class Collection:
             shards.append(FrozenShard(index, shard.stat, shard.generation, shard.line_count, unread, lines))
         return CollectionCopy(self, shards)
 
-    def snapshot_state(self) -> list[tuple[Any, ...]] | None:
-        """What a snapshot keeps of this collection now (`CollectionCopy.snapshot_state`), with the store held."""
-        copied = self.snapshot_copy()
-        return None if copied is None else copied.snapshot_state()
-
     def hold_keys_only(self, state: list[tuple[Any, ...]]) -> None:
-        """After `snapshot_state` (which checked each shard's file against its lines), with the store held again:
-        hold every shard still as it was then as a
-        restart holds it, by its keys, its lines read back from the file when a commit first needs them. Why: at
-        a first start the lines are as much memory as the files (50 MB at 100k entities), and most shards of a
-        big memory are never rewritten in a session."""
+        """After `CollectionCopy.snapshot_state` (which checked each shard's file against its lines), with the
+        store held again: hold every shard still as it was then as a restart holds it, by its keys, its lines read
+        back from the file when a commit first needs them. Why: at a first start the lines are as much memory as
+        the files (50 MB at 100k entities), and most shards of a big memory are never rewritten in a session."""
         for index, stat, _generation, _line_count, keys, merged in state:
             shard = self.shards.get(index)
             # (a shard written since the copy, or kept as changed, has another stat: it stays as it is)
