@@ -35,7 +35,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.startup_bench import request, rss_kb, semantic_setting, write_memory  # noqa: E402
+from bench.startup_bench import megabytes, request, rss_kb, semantic_setting, write_memory  # noqa: E402
 from memory_graph.app import build_services  # noqa: E402
 from memory_graph.config import Settings  # noqa: E402
 from memory_graph.model import Entity  # noqa: E402
@@ -183,10 +183,10 @@ def main() -> int:
                         seconds, rss = cold_start(env, exit_gracefully=True)
                         row = figures[engine]
                         row.setdefault("first search_nodes s", []).append(seconds)
-                        row.setdefault("RSS after it MB", []).append(rss / 1024)
+                        row.setdefault("RSS after it MB", []).append(megabytes(rss))
                         seconds, rss = cold_start(env)  # restores what the first one left
                         row.setdefault("restart: first search_nodes s", []).append(seconds)
-                        row.setdefault("restart: RSS after it MB", []).append(rss / 1024)
+                        row.setdefault("restart: RSS after it MB", []).append(megabytes(rss))
                         warm = warm_calls(run_folder, env.get("MEMORY_DATABASE_URL"), args.calls, f"r{run}", size)
                         for metric, values in warm.items():
                             row.setdefault(f"{metric} p50", []).append(p(values, 0.5))

@@ -46,9 +46,9 @@ def restore(folder: Path) -> dict[str, float]:
     # What server.return_freed_memory does after a load; importing the server would add the MCP SDK to the RSS.
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     sys.path.insert(0, str(Path(__file__).parent))
-    from startup_bench import rss_kb
+    from startup_bench import megabytes, rss_kb
 
-    return {"restore_s": seconds, "rss_mb": rss_kb(os.getpid()) / 1024}
+    return {"restore_s": seconds, "rss_mb": megabytes(rss_kb(os.getpid()))}
 
 
 def measure(entities: int) -> dict[str, float]:
