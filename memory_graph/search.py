@@ -158,8 +158,9 @@ def closest_name(name: str, names: Iterable[str], cutoff: float) -> str | None:
 def stem(word: str) -> str:
     """A lower-cased word folded (accents dropped) and reduced to a light stem: plurals, -ing, -ed, -ly, -er and a
     final e go, so "replacing", "replaced", "replacement" and "replace" meet; short words and numbers stay."""
-    word = unicodedata.normalize("NFKD", word)
-    word = "".join(c for c in word if not unicodedata.combining(c))
+    if not word.isascii():  # (an ASCII word has nothing to fold, and stays the one string: no copy to free)
+        word = unicodedata.normalize("NFKD", word)
+        word = "".join(c for c in word if not unicodedata.combining(c))
     if len(word) <= 3 or not word.isalpha():
         return word
     word = _strip_plural(word)
@@ -493,6 +494,8 @@ class SubstringIndex:
         if word_id is not None:
             return self._stem_of_word[word_id]
         stemmed = stem(word)
+        if stemmed == word:
+            stemmed = word  # the one string, not a copy of it in `_stems` (5 MB at 100k entities)
         # Looked up before the word is registered: a word that is its own stem would otherwise be found through
         # itself, with no stem yet.
         stem_id = self._stem_id(stemmed)
