@@ -328,7 +328,11 @@ def random_changes(state: GraphState, rng: random.Random, count: int) -> None:
     for _ in range(count):
         roll, name = rng.random(), rng.choice(names)
         if roll < 0.3:
-            observations = [" ".join(rng.sample(words, 2)) for _ in range(rng.randint(0, 3))]
+            # (an empty observation, and one holding the separator EntityTable joins a plain entity's by)
+            odd = ["", "held\x00apart", " ".join(rng.sample(words, 2))]
+            observations = [rng.choice(odd) if rng.random() < 0.1 else " ".join(rng.sample(words, 2))]
+            observations = observations[: rng.randint(0, 1)] + [" ".join(rng.sample(words, 2)) for _ in range(2)]
+            del observations[rng.randint(0, 3) :]
             record = {
                 "type": "entity",
                 "name": name,
@@ -431,6 +435,24 @@ def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(see
     assert [again._stem_id(text) for text in again._stems] == list(range(len(index._stems)))
     for query in ("deploy", "zebra", "data base", "fresh"):
         assert again.matching(query) == index.matching(query)
+
+
+@pytest.mark.parametrize(
+    "observations", [[], [""], ["", ""], ["one"], ["a", "b", "c"], ["a\x00b"], ["x", "a\x00b"], ["\x00"], ["x", ""]]
+)
+def test_an_entity_reads_back_its_observations_exactly_also_after_a_restore(observations: list[str]) -> None:
+    """A plain entity's observations are held joined by a separator; an observation holding it is held whole."""
+    live = GraphState()
+    record = {"type": "entity", "name": "E", "entityType": "t", "observations": observations}
+    live.records_changed("memory", [], [dict(record)])
+    restored = GraphState()
+    restored.restore_state(marshal.loads(marshal.dumps(live.snapshot_state())))
+    for state in (live, restored):
+        assert state.entities["E"] == record
+        assert state.entities.view("E") == {"name": "E", "entityType": "t", "observations": observations}
+        assert state.entities.entity_type("E") == "t"
+    # A restore holds one string for all of them (the memory a restart saves), unless one holds the separator.
+    assert len(restored.entities.held["E"]) <= 3 or any("\x00" in observation for observation in observations)
 
 
 def relations_by_name(state: GraphState) -> dict[str, set[tuple[str, str, str]]]:
