@@ -243,11 +243,13 @@ class RelationsByName(Mapping[str, Touching]):
     name whose relations change afterwards is held in `changed`, as every name is in a graph that was not
     restored."""
 
-    __slots__ = ("_degrees", "_entities", "_keys", "_limit", "_other", "_starts", "_touching", "changed")
+    __slots__ = ("_degrees", "_entities", "_hubs", "_keys", "_limit", "_other", "_starts", "_touching", "changed")
 
     def __init__(self, entities: EntityTable) -> None:
         # () for a name that had relations when restored and has none left
         self.changed: dict[str, Touching] = {}
+        # Every name `changed` holds a set for (and maybe some it no longer does): what `copy` copies.
+        self._hubs: set[str] = set()
         self._entities = entities
         self._keys: list[RelationKey] = []
         self._other: dict[str, int] = {}
@@ -274,7 +276,7 @@ class RelationsByName(Mapping[str, Touching]):
             raise ValueError("the graph's relations by name point past the relations")
         self._keys, self._limit, self._starts, self._degrees, self._touching = keys, limit, starts, degrees, touching
         self._other = dict(zip(other_ends, range(limit, limit + len(other_ends)), strict=True))
-        self.changed = {}
+        self.changed, self._hubs = {}, set()
 
     def columns(self, relations: Mapping[RelationKey, int], next_ordinal: int) -> dict[str, Any]:
         """The snapshot's columns: the relation ends that name no entity, and each place's start and count in one
@@ -300,11 +302,16 @@ class RelationsByName(Mapping[str, Touching]):
     def copy(self, entities: EntityTable) -> RelationsByName:
         """A copy over `entities` (a copy of the table too) that no later write reaches, for a snapshot made with the
         store let go. The restored columns are shared: only `restore` sets them, never changed in place. A hub's
-        set is copied: `add` and `discard` change it in place."""
+        set is copied: `add` and `discard` change it in place. (The hubs are known, so the copy walks them only: a
+        walk of every name cost a save 60 ms of its hold after a first load at 100k.)"""
         copied = RelationsByName(entities)
         copied._keys, copied._other, copied._limit = self._keys, self._other, self._limit
         copied._starts, copied._degrees, copied._touching = self._starts, self._degrees, self._touching
-        copied.changed = {name: set(held) if isinstance(held, set) else held for name, held in self.changed.items()}
+        copied.changed = dict(self.changed)
+        self._hubs = {name for name in self._hubs if isinstance(self.changed.get(name), set)}  # (held: may prune)
+        for name in self._hubs:
+            copied.changed[name] = set(self.changed[name])
+        copied._hubs = set(self._hubs)
         return copied
 
     def _place(self, name: str) -> int | None:
@@ -367,14 +374,19 @@ class RelationsByName(Mapping[str, Touching]):
         if isinstance(held, set):
             held.add(key)
             self.changed[name] = held
-        else:
+            self._hubs.add(name)
+        elif len(held) < SMALL_DEGREE:
             # Most entities have a few relations: a tuple holds them in a third of a set's memory.
-            self.changed[name] = (*held, key) if len(held) < SMALL_DEGREE else {*held, key}
+            self.changed[name] = (*held, key)
+        else:
+            self.changed[name] = {*held, key}
+            self._hubs.add(name)
 
     def discard(self, name: str, key: RelationKey) -> None:
         held = self._held(name)
         if isinstance(held, set):
             held.discard(key)
+            self._hubs.add(name)
         else:
             held = tuple(other for other in held if other != key)
         if held:
@@ -391,6 +403,8 @@ class RelationsByName(Mapping[str, Touching]):
             held = self._restored(name)
             if held:
                 self.changed[name] = held
+                if isinstance(held, set):
+                    self._hubs.add(name)
 
 
 class GraphState:

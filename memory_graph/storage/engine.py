@@ -9,6 +9,7 @@ PostgreSQL (postgres.py). A service never knows which one it runs on.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import secrets
@@ -16,7 +17,7 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -358,8 +359,10 @@ class StoreEngine(ABC):
             return self._save_snapshot(self._snapshot)
 
     def _save_snapshot(self, path: Path) -> bool:
-        # Held only to decide and to copy: every call arriving meanwhile waits for this block alone.
-        with self._held():
+        # Held only to decide and to copy: every call arriving meanwhile waits for this block alone. The copies are
+        # hundreds of thousands of new containers and no garbage, which the cyclic collector would scan again and
+        # again: paused, a first load's copy at 100k took 153 ms instead of 340.
+        with self._held(), collector_paused():
             if not self._snapshot_behind or self._record_count() < self.snapshot_min_records:
                 return False
             parts = self._snapshot_parts()
@@ -501,3 +504,19 @@ def public_caller() -> str:
     while frame.f_back is not None and frame.f_code.co_name.startswith("_"):
         frame = frame.f_back
     return frame.f_code.co_name
+
+
+@contextmanager
+def collector_paused(freeze: bool = False) -> Iterator[None]:
+    """The cyclic garbage collector paused for a block that makes many containers and no garbage (a load, a
+    snapshot's copies); with `freeze`, what exists afterwards is moved out of its sight (a loaded graph, which it
+    would otherwise rescan for nothing at every full collection)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+        if was_enabled:
+            gc.enable()

@@ -23,7 +23,6 @@ listeners never do.
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import os
 import threading
@@ -39,7 +38,7 @@ from memory_graph.storage import collection as collection_module
 from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_repair, report, scan
 from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
 from memory_graph.storage.collection import Collection, CollectionCopy, Reloaded
-from memory_graph.storage.engine import SnapshotCopy, StoreEngine, Transaction, public_caller
+from memory_graph.storage.engine import SnapshotCopy, StoreEngine, Transaction, collector_paused, public_caller
 from memory_graph.storage.files import (
     BACKGROUND_FLUSH,
     FileWrite,
@@ -163,7 +162,9 @@ class Store(StoreEngine):
             for collection in self.collections.values():
                 _make_folder(collection.names.folder)
                 _refuse_odd_files(collection.names.main_path, collection.stamp.path, self.journal)
-            with self._locked(write=False), _collector_paused():
+            # A load makes millions of small containers and no garbage: the collector would rescan them all,
+            # again and again, for a third of the load time.
+            with self._locked(write=False), collector_paused(freeze=True):
                 if not any(c.shards or c.locations for c in self.collections.values()):
                     self._restore_snapshot()
                 self._catch_up(startup=True)
@@ -665,22 +666,6 @@ def _refuse_odd_files(*paths: Path) -> None:
                 f"{path} is {kind}, not a regular file; memory-graph keeps its data there. Move it away, or point "
                 "MEMORY_FILE_PATH (or LESSON_FILE_PATH) at a regular file."
             )
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk load, then freeze what it loaded.
-
-    Loading makes millions of small containers and no garbage; the collector would rescan them all, again and
-    again, for a third of the load time. Afterwards the loaded graph is moved out of the collector's sight."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()
 
 
 def _release(locks: list[FolderLock]) -> None:
