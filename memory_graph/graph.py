@@ -248,7 +248,7 @@ class RelationsByName(Mapping[str, Touching]):
     def __init__(self, entities: EntityTable) -> None:
         # () for a name that had relations when restored and has none left
         self.changed: dict[str, Touching] = {}
-        # Every name `changed` holds a set for (and maybe some it no longer does): what `copy` copies.
+        # The names `changed` holds a set for: what `copy` copies.
         self._hubs: set[str] = set()
         self._entities = entities
         self._keys: list[RelationKey] = []
@@ -308,7 +308,6 @@ class RelationsByName(Mapping[str, Touching]):
         copied._keys, copied._other, copied._limit = self._keys, self._other, self._limit
         copied._starts, copied._degrees, copied._touching = self._starts, self._degrees, self._touching
         copied.changed = dict(self.changed)
-        self._hubs = {name for name in self._hubs if isinstance(self.changed.get(name), set)}  # (held: may prune)
         for name in self._hubs:
             copied.changed[name] = set(self.changed[name])
         copied._hubs = set(self._hubs)
@@ -391,7 +390,9 @@ class RelationsByName(Mapping[str, Touching]):
             held = tuple(other for other in held if other != key)
         if held:
             self.changed[name] = held
-        elif self._restored_span(name)[1]:
+            return
+        self._hubs.discard(name)  # (the only place a set gives way to no relations)
+        if self._restored_span(name)[1]:
             self.changed[name] = ()
         else:
             self.changed.pop(name, None)
