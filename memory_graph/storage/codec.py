@@ -11,6 +11,7 @@ an entity without `observations`) and strict where it is not: such a line is a `
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from sys import intern
 from typing import Any
 
 from memory_graph.errors import LineProblem
+from memory_graph.storage.layout import FileStat
 
 Key = tuple[str, ...]
 """Identity of a record: ("entity", name), ("relation", from, to, relationType), or ("event", id) for a change
@@ -101,6 +103,22 @@ class ParsedFile:
     records: list[tuple[Key, dict[str, Any], str]] = field(default_factory=list)
     record_lines: list[int] = field(default_factory=list)  # the 1-based line number of each record
     problems: list[LineProblem] = field(default_factory=list)
+    # How many lines the file has as `Collection._read_lines` splits it, and whether each is held as written (no
+    # line ends in "\r"): with no problem and no key twice, the file then gives back every held line by position.
+    lines_in_file: int = 0
+    lines_as_written: bool = False
+    stat: FileStat | None = None  # of the file the text was read from (not of one that replaced it since)
+
+    def line_keys(self) -> list[Key | None] | None:
+        """The key of each line of the file (None for a blank one) when the file gives back every record's line by
+        position, as a restored shard's are read (`UnreadLines`); None when it cannot (a problem, a line ending in
+        "\r": only the lines held tell those apart)."""
+        if self.problems or not self.lines_as_written or self.stat is None:
+            return None
+        keys: list[Key | None] = [None] * self.lines_in_file
+        for (key, _, _), number in zip(self.records, self.record_lines, strict=True):
+            keys[number - 1] = key
+        return keys
 
     def add(self, record: dict[str, Any], line: str, number: int) -> None:
         self.records.append((record_key(record), record, line))
@@ -251,6 +269,8 @@ def checked_record(
 def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> ParsedFile:
     """Parse a whole shard. Splits on "\\n" only: U+2028 inside a string is data, not a line break."""
     parsed = ParsedFile()
+    parsed.lines_in_file = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    parsed.lines_as_written = "\r" not in text
     present = [
         (number, line)
         for number, line in enumerate((raw.removesuffix("\r") for raw in text.split("\n")), start=1)
@@ -267,7 +287,7 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
             parsed.add(record, line, number)
         else:
             return parsed
-        parsed = ParsedFile()
+        parsed = ParsedFile(lines_in_file=parsed.lines_in_file, lines_as_written=parsed.lines_as_written)
     for number, line in present:
         try:
             record, why = checked_record(json.loads(line), check, repair_text)
@@ -286,12 +306,19 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
 
 def read_shard_file(path: Path, check: RecordCheck | None = None) -> ParsedFile:
     """Parse a shard; bytes that are not UTF-8 make their line a problem instead of failing the file."""
-    data = path.read_bytes().removeprefix(UTF8_BOM)  # editors on Windows add one; we accept it and write none
+    with open(path, "rb") as handle:
+        data = handle.read().removeprefix(UTF8_BOM)  # editors on Windows add one; we accept it and write none
+        st = os.fstat(handle.fileno())
+    stat = (st.st_size, st.st_mtime_ns, st.st_ino)
     try:
-        return parse_text(path, data.decode("utf-8"), check)
+        parsed = parse_text(path, data.decode("utf-8"), check)
     except UnicodeDecodeError:
-        pass
+        parsed = None
+    if parsed is not None:
+        parsed.stat = stat
+        return parsed
     parsed = parse_text(path, data.decode("utf-8", errors="replace"), check)
+    parsed.stat = stat
     undecodable: dict[int, str] = {}
     for number, raw in enumerate(data.split(b"\n"), start=1):
         try:

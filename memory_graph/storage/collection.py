@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, KeysView
+from array import array
+from collections.abc import Iterable, Iterator, KeysView
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,17 @@ class Shard:
     the stat it was restored with. Most shards of a big memory are never rewritten in a session, so their lines
     (as much memory as the file) are never held."""
 
-    __slots__ = ("_key_list", "_keys", "_lines", "_unread", "generation", "line_count", "problems", "stat")
+    __slots__ = (
+        "_digests",
+        "_key_list",
+        "_keys",
+        "_lines",
+        "_unread",
+        "generation",
+        "line_count",
+        "problems",
+        "stat",
+    )
 
     def __init__(
         self,
@@ -51,11 +62,17 @@ class Shard:
         line_count: int = 0,
         unread: UnreadLines | None = None,
         keys: list[Key] | None = None,
+        digests: array[int] | None = None,
     ) -> None:
         self._lines = lines
         self._unread = unread if lines is None else None
         # An unread shard's keys: the list it was restored with, made a dict when first asked (most never are).
         self._key_list = keys if lines is None else None
+        # The `hash` of each of those keys' lines, when they were held in this process (a first load): when
+        # another process replaces the file, what changed is told from them instead of taking every line for
+        # changed. (Two different lines share a 64-bit hash once in 2^64: such a change would go unheard here
+        # until the next start; the file itself is always written from what is read back from it.)
+        self._digests = digests if lines is None else None
         self._keys: dict[Key, None] | None = None
         self.stat = stat
         self.generation = generation
@@ -67,8 +84,14 @@ class Shard:
         if self._lines is None:
             assert self._unread is not None
             self._lines = self._unread()
-            self._unread = self._keys = self._key_list = None
+            self._unread = self._keys = self._key_list = self._digests = None
         return self._lines
+
+    def line_digests(self) -> dict[Key, int] | None:
+        """Each key's line's `hash`, while the lines are unread and their hashes known."""
+        if self._lines is not None or self._digests is None or self._key_list is None:
+            return None
+        return dict(zip(self._key_list, self._digests, strict=True))
 
     def unread_lines(self) -> UnreadLines | None:
         """How its lines will be read, while they are not yet."""
@@ -88,7 +111,7 @@ class Shard:
         read before any commit could write what it holds."""
         if self._lines is None:
             self._lines = dict.fromkeys(self.held_keys(), "")
-            self._unread = self._keys = self._key_list = None
+            self._unread = self._keys = self._key_list = self._digests = None
             self.stat = None
 
 
@@ -348,23 +371,30 @@ class Collection:
         first_load = not self.locations
         if first_load:
             # Everything read is new: no comparison with what was held, and when no record is held twice (the
-            # usual case) the records come out in file order as they were parsed.
-            fresh, alone = self._install(changed, generations)
+            # usual case) the records come out in file order as they were parsed. A shard whose file gives back
+            # each line by position is held by its keys, as a restart holds it (see `Shard`): its lines (as much
+            # memory as the file) are read again only when a commit rewrites it. They are let go before the
+            # listeners hear the records, which then take the room they held.
+            # (Not the history: appends grow its files, which a shard held by keys could not be read back from.)
+            fresh, alone, in_order = self._install(changed, generations, by_keys=not self.lazy)
             if alone:
-                held = [self.shards[index].lines for index in sorted(changed) if index in self.shards]
-                return Reloaded(upserted=[fresh[line] for lines in held for line in lines.values()])
-            keys = {key for index in changed if index in self.shards for key in self.shards[index].lines}
+                return Reloaded(upserted=in_order)
+            keys = {key for index in changed if index in self.shards for key in self.shards[index].held_keys()}
             return Reloaded(upserted=self._in_file_order(changed, keys, fresh))
         affected: set[Key] = set()
+        digest_of: dict[Key, int] = {}  # a key's line's hash, for a key only an unread shard held
         for index, parsed in changed.items():
             old = self.shards.get(index)
             if old is not None:
-                old.forget_lines()  # (when not read yet: its file is no longer what it was restored from)
+                digests = old.line_digests()
+                if digests is not None:
+                    digest_of.update((key, digest) for key, digest in digests.items() if len(self.locations[key]) == 1)
+                old.forget_lines()  # (when not read yet: its file is no longer what it was read or restored from)
                 affected.update(old.held_keys())
             if parsed is not None:
                 affected.update(key for key, _, _ in parsed.records)
         before = {key: self.all_lines(key) for key in affected}
-        fresh, _ = self._install(changed, generations)
+        fresh, _, _ = self._install(changed, generations)
         removed: list[Key] = []
         different: set[Key] = set()
         for key in affected:
@@ -373,6 +403,9 @@ class Collection:
                 self.locations.pop(key, None)
                 if before.get(key) is not None:
                     removed.append(key)
+            elif key in digest_of:
+                if hash(now) != digest_of[key]:
+                    different.add(key)
             elif now != before.get(key):
                 different.add(key)
         return Reloaded(removed, self._in_file_order(changed, different, fresh))
@@ -454,25 +487,32 @@ class Collection:
             del self.deferred[index]
             changed[index] = self._read_if_there(index)
         manifest = {name: generation for name, generation in generations.items() if generation is not None}
-        fresh, _ = self._install(changed, manifest)
+        fresh, _, _ = self._install(changed, manifest)
         keys = {key for index in chosen if index in self.shards for key in self.shards[index].lines}
         return Reloaded(upserted=self._in_file_order(changed, keys, fresh))
 
     def _install(
-        self, changed: dict[int, ParsedFile | None], generations: Manifest | None
-    ) -> tuple[dict[str, dict[str, Any]], bool]:
+        self, changed: dict[int, ParsedFile | None], generations: Manifest | None, by_keys: bool = False
+    ) -> tuple[dict[str, dict[str, Any]], bool, list[dict[str, Any]]]:
         """Replace the changed shards with what was read. Returns the parsed records by line (to skip reparsing),
-        and whether no record is held by two shards (an old fork's split left copies; one shard's own duplicates
-        are merged here)."""
+        whether no record is held by two shards (an old fork's split left copies; one shard's own duplicates are
+        merged here), and every record held, shard by shard in file order. `by_keys`: a shard whose file gives
+        back each held line by position (`ParsedFile.line_keys`) is held by its keys, its lines not kept (its
+        records are not in the first map)."""
         fresh: dict[str, dict[str, Any]] = {}
+        in_order: list[dict[str, Any]] = []
         alone = True
         for index, parsed in sorted(changed.items()):
             self._forget_shard(index)
             if parsed is None:
                 continue
             path = self.names.path(index)
+            count = len(parsed.records) + len(parsed.problems)
+            generation = (generations or {}).get(path.name)
+            stat = parsed.stat or file_stat(path)
             keys, records, texts = zip(*parsed.records, strict=True) if parsed.records else ((), (), ())
             lines: ShardLines = dict(zip(keys, texts, strict=True))
+            merged: ShardLines = {}
             if len(lines) == len(keys):
                 fresh.update(zip(texts, records, strict=True))
             else:
@@ -485,18 +525,33 @@ class Collection:
                         line = dump_line(record)
                     lines[key] = line
                     fresh[line] = record
-            count = len(parsed.records) + len(parsed.problems)
-            generation = (generations or {}).get(path.name)
-            self.shards[index] = Shard(lines, file_stat(path), generation, parsed.problems, count)
-            if not self.locations:
-                only = self._only_in(index)
-                self.locations = dict.fromkeys(lines, only)
-                continue
-            held = len(self.locations)
-            for key in lines:
-                self._locate(key, index)
-            alone = alone and len(self.locations) == held + len(lines)
-        return fresh, alone
+                # What reading the file back by position cannot give: a merged line that is not the key's last.
+                last = dict(zip(keys, texts, strict=True))
+                merged = {key: line for key, line in lines.items() if line != last[key]}
+            in_order.extend(fresh[line] for line in lines.values())
+            line_keys = parsed.line_keys() if by_keys and stat is not None else None
+            if line_keys is not None and stat is not None:
+                unread = UnreadLines(self, index, stat, line_keys, merged)
+                digests = array("q", map(hash, lines.values()))
+                self.shards[index] = Shard(
+                    None, stat, generation, [], count, unread=unread, keys=list(lines), digests=digests
+                )
+            else:
+                self.shards[index] = Shard(lines, stat, generation, parsed.problems, count)
+            alone = self._locate_all(lines, index) and alone
+        return fresh, alone, in_order
+
+    def _locate_all(self, keys: Iterable[Key], index: int) -> bool:
+        """Locate a new shard's keys; whether none of them was held by another shard."""
+        if not self.locations:
+            self.locations = dict.fromkeys(keys, self._only_in(index))
+            return True
+        held = len(self.locations)
+        added = 0
+        for key in keys:
+            self._locate(key, index)
+            added += 1
+        return len(self.locations) == held + added
 
     def _forget_shard(self, index: int) -> None:
         old = self.shards.pop(index, None)
