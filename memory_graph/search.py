@@ -499,7 +499,9 @@ class SubstringIndex:
         word_id = self._word_ids.get(word)
         if word_id is not None:
             return self._stem_of_word[word_id]
-        stemmed = stem(word)
+        # Uncached: a word is stemmed here once, when first met, so the cache would only fill with the index's
+        # words (65,536 of them at 100k entities, 7 MB), pushing out the words queries and lessons repeat.
+        stemmed = stem.__wrapped__(word)
         if stemmed == word:
             stemmed = word  # the one string, not a copy of it in `_stems` (5 MB at 100k entities)
         # Looked up before the word is registered: a word that is its own stem would otherwise be found through
