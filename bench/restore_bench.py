@@ -1,7 +1,8 @@
 """What a restart's restore of the start snapshot costs, in process: a memory of N entities (3 observations each)
 and 2N relations is written in the official format and loaded once; its snapshot is saved (timed: `save_s` in all,
 and `read_waited_s`, how long a read arriving 5 ms after the save began waited for the part made with the store
-held); then a fresh process restores it (timed:
+held; before it, the RSS after that first load and after its warm-up builds the search index); then a fresh
+process restores it (timed:
 `store.open()`, what a restart does before its first answer) and reports its RSS once the restore is done and the
 freed heap is handed back. Pass `--code` to measure another checkout (a `git worktree`) alternately in the same run.
 
@@ -42,13 +43,18 @@ def restore(folder: Path) -> dict[str, float]:
     built.store.open()
     seconds = time.perf_counter() - started
     assert built.store.restored_from_snapshot, "the snapshot was not restored"
+    return {"restore_s": seconds, "rss_mb": settled_rss_mb()}
+
+
+def settled_rss_mb() -> float:
+    """RSS once the freed heap is handed back, as server.return_freed_memory does after a load (importing the
+    server would add the MCP SDK to the RSS)."""
     gc.collect()
-    # What server.return_freed_memory does after a load; importing the server would add the MCP SDK to the RSS.
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     sys.path.insert(0, str(Path(__file__).parent))
     from startup_bench import megabytes, rss_kb
 
-    return {"restore_s": seconds, "rss_mb": megabytes(rss_kb(os.getpid()))}
+    return megabytes(rss_kb(os.getpid()))
 
 
 def measure(entities: int) -> dict[str, float]:
@@ -60,7 +66,9 @@ def measure(entities: int) -> dict[str, float]:
         write_memory(folder / "memory.json", entities)
         first = services(folder)
         first.store.open()
+        loaded = settled_rss_mb()
         first.graph.warm_up()
+        warmed = settled_rss_mb()
         # A read arriving just after the save began waits for the part made with the store held.
         outcome: list[bool] = []
         saving = threading.Thread(target=lambda: outcome.append(first.store.save_snapshot()))
@@ -78,7 +86,8 @@ def measure(entities: int) -> dict[str, float]:
         command = [sys.executable, __file__, "--restore", str(folder)]
         done = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ)
         restored = json.loads(done.stdout.strip().splitlines()[-1])
-        return {"read_waited_s": waited, "save_s": saved, "snapshot_mb": size, **restored}
+        first_load = {"first_load_rss_mb": loaded, "warmed_rss_mb": warmed}
+        return {**first_load, "read_waited_s": waited, "save_s": saved, "snapshot_mb": size, **restored}
 
 
 def main() -> None:
