@@ -295,6 +295,9 @@ class App:
         try:
             self.graph.prepare()
             self.store.open()
+            # Now, not only after the warm-up: the files' parsed text and records are let go once the listeners
+            # hold what they need, and a large memory's warm-up and save take seconds more.
+            return_freed_memory()
             if self.graph.semantic is not None:
                 self.graph.semantic.start()  # the model loads in its own thread; the first search waits for it
             self.graph.warm_up()
@@ -312,8 +315,8 @@ class App:
 
 
 def return_freed_memory() -> None:
-    """Hand the heap the load let go of back to the OS (the parsed files' text, a first start's shard lines once
-    they are held by their keys): glibc keeps it otherwise, 20-25 MB at 100k entities. Elsewhere, nothing."""
+    """Hand the heap the load let go of back to the OS (the parsed files' text and records): glibc keeps it
+    otherwise, 20-25 MB at 100k entities. Elsewhere, nothing."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
