@@ -1,7 +1,7 @@
 """What a restart's restore of the start snapshot costs, in process: a memory of N entities (3 observations each)
 and 2N relations is written in the official format and loaded once; its snapshot is saved (timed: `save_s` in all,
 and `read_waited_s`, how long a read arriving 5 ms after the save began waited for the part made with the store
-held; before it, the RSS after that first load and after its warm-up builds the search index); then a fresh
+held; the RSS after that first load, after its warm-up builds the search index, and after the save); then a fresh
 process restores it (timed:
 `store.open()`, what a restart does before its first answer) and reports its RSS once the restore is done and the
 freed heap is handed back. Pass `--code` to measure another checkout (a `git worktree`) alternately in the same run.
@@ -82,11 +82,12 @@ def measure(entities: int) -> dict[str, float]:
         saved = time.perf_counter() - started
         assert outcome == [True], "the snapshot was not saved"
         size = sum(p.stat().st_size for p in (folder / "cache").rglob("*.bin")) / 1e6
+        saved_rss = settled_rss_mb()
         first.store.close()
         command = [sys.executable, __file__, "--restore", str(folder)]
         done = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ)
         restored = json.loads(done.stdout.strip().splitlines()[-1])
-        first_load = {"first_load_rss_mb": loaded, "warmed_rss_mb": warmed}
+        first_load = {"first_load_rss_mb": loaded, "warmed_rss_mb": warmed, "saved_rss_mb": saved_rss}
         return {**first_load, "read_waited_s": waited, "save_s": saved, "snapshot_mb": size, **restored}
 
 
