@@ -273,9 +273,12 @@ class IndexedLesson:
 
 
 def lesson_text(record: dict[str, Any]) -> str:
-    """Everything a lesson says, for evidence: pattern, observations, verification steps."""
+    """Everything a lesson says, for evidence: its name, pattern, observations, verification steps. The name is the
+    author's too: an assistant names a lesson after the error ("npm-missing-script") and words its message as what
+    happened ("npm run build fails in CI because package.json has no build script")."""
     pattern = record.get("errorPattern") or {}
-    parts = [str(pattern.get(k) or "") for k in ("type", "message", "context", "stackTrace")]
+    parts = [str(record.get("name") or "")]
+    parts.extend(str(pattern.get(k) or "") for k in ("type", "message", "context", "stackTrace"))
     parts.extend(str(alias) for alias in record.get("aliases") or [])
     parts.extend(record.get("observations") or [])
     for step in record.get("verificationSteps") or []:

@@ -122,6 +122,26 @@ def test_a_lesson_naming_the_quoted_character_explains_the_error() -> None:
     assert best_lesson(index, "SyntaxError: expected ':'") == "COLON"
 
 
+def test_a_lessons_name_is_evidence() -> None:
+    """An assistant names a lesson after the error ("npm-missing-script") and writes its message as a summary of
+    what happened, in words the error itself does not use: the name is the lesson's own text too."""
+    index = index_of(
+        lesson(
+            "npm-missing-script",
+            "npm run build fails in CI because package.json has no build script",
+            ["'npm run <name>' was called but package.json has no such entry under scripts."],
+        ),
+        lesson(
+            "NODE_ARGUMENT_LIST",
+            "SyntaxError: missing ) after argument list",
+            ["node failed while running a script: a parenthesis is missing after the arguments."],
+        ),
+    )
+    assert best_lesson(index, 'npm error Missing script: "dev"') == "npm-missing-script"
+    # The name's words count as any other words of the lesson: a query that shares none of them is not drawn to it.
+    assert best_lesson(index, "SyntaxError: missing ) after argument list") == "NODE_ARGUMENT_LIST"
+
+
 def test_lessons_that_give_the_same_fix_are_not_rivals() -> None:
     """A raw error line and an assistant's summary of it, with the same explanation, are one answer: the margin of
     the best of them is taken over the next lesson that explains something else."""
