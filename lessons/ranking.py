@@ -142,6 +142,11 @@ WRAPPER_START = re.compile(
     r"\$ |[\w.-]+@[\w.-]+:\S*[$#] |\+ |run \S|step \d+/\d+ : |> \S+@\S+ ",
 )
 
+# A compiler's notes on the error above them (rustc's `help:` and `= note:`, gcc's `a.c:3:5: note:`, a `hint:`):
+# they suggest fixes and so use other errors' words ("consider using `Option::expect` ... panicking"), and matched
+# as error lines of their own they outscored the error they annotate. They stay in that error's window.
+SUB_DIAGNOSTIC = re.compile(r"(?:= )?(?:help|note|hint): |\S+:\d+:(?:\d+:)? note: ")
+
 
 def is_wrapper(line: str) -> bool:
     """Whether a (lower-cased) log line is a wrapper line (WRAPPER, WRAPPER_START)."""
@@ -798,7 +803,7 @@ def error_windows(log: str) -> list[tuple[str, str, float]]:
 
     def names_error(i: int) -> bool:
         if i not in hinted:
-            hinted[i] = ERROR_HINT.search(lowered[i]) is not None
+            hinted[i] = ERROR_HINT.search(lowered[i]) is not None and SUB_DIAGNOSTIC.match(lowered[i]) is None
         return hinted[i]
 
     found = (i for i in reversed(plain) if names_error(i))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from lessons.model import LessonInput
 from lessons.ranking import (
     RECENCY_DECAY,
     LessonIndex,
@@ -16,6 +19,7 @@ from lessons.ranking import (
     type_key,
     unquoted,
 )
+from memory_graph.app import services_for_folder
 
 
 def test_a_lucky_one_for_one_does_not_beat_a_proven_record() -> None:
@@ -68,6 +72,55 @@ def test_error_lines_leave_out_the_commands_that_were_run() -> None:
         assert not any(command in line for line in lines), (command, lines)
     # A line that merely starts like one is kept.
     assert error_lines("$HOME is not set") == ["$HOME is not set"]
+
+
+RUSTC_WITH_HELP = """   Compiling shop v0.1.0 (/home/u/shop)
+error[E0308]: mismatched types
+ --> src/cart.rs:9:22
+  |
+9 |     let total: u64 = parse_total(line);
+  |                ---   ^^^^^^^^^^^^^^^^^ expected `u64`, found `Result<u64, ParseIntError>`
+  |
+  = note: expected type `u64` found enum `Result<u64, ParseIntError>`
+help: consider using `Result::expect` to unwrap the `Result<u64, ParseIntError>` value, panicking if it is an Err
+  |
+9 |     let total: u64 = parse_total(line).expect("REASON");
+  |                                        +++++++++++++++++
+error: could not compile `shop` (bin "shop") due to 1 previous error"""
+
+
+def test_a_compilers_notes_are_not_error_lines_of_their_own(tmp_path: Path) -> None:
+    """rustc's `help:` suggests a fix in another error's words (unwrap, panicking): matched as an error line of its
+    own, it outscored the error it annotates."""
+    lines = error_lines(RUSTC_WITH_HELP)
+    assert any(line.startswith("error[E0308]: mismatched types") for line in lines)
+    assert not any(line.startswith(("help:", "= note:")) for line in lines)
+    assert not any(
+        line.startswith(("help:", "= note:"))
+        for line in error_lines(
+            "a.c:3:5: error: x undeclared\na.c:3:5: note: each undeclared identifier is reported only once"
+        )
+    )
+    lessons = services_for_folder(tmp_path).lessons
+    lessons.create_lesson(
+        LessonInput(
+            name="RUST_MISMATCHED_TYPES",
+            errorPattern={"type": "build", "message": "error[E0308]: mismatched types"},
+            observations=["The expression's type differs from the one the context requires.", "Fix: convert it."],
+        )
+    )
+    lessons.create_lesson(
+        LessonInput(
+            name="RUST_UNWRAP_PANIC",
+            errorPattern={
+                "type": "runtime",
+                "message": "thread 'main' panicked at src/main.rs:4:10: called `Result::unwrap()` on an `Err` value",
+            },
+            observations=["unwrap() or expect() on a Result that was Err panics the thread.", "Fix: handle Err."],
+        )
+    )
+    recommended = lessons.get_lesson_recommendations(RUSTC_WITH_HELP).recommendations
+    assert [r.name for r in recommended][:1] == ["RUST_MISMATCHED_TYPES"]
 
 
 def test_a_bare_npm_error_line_is_a_wrapper() -> None:
