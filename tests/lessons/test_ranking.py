@@ -74,6 +74,27 @@ def test_error_lines_leave_out_the_commands_that_were_run() -> None:
     assert error_lines("$HOME is not set") == ["$HOME is not set"]
 
 
+def test_a_banner_is_not_an_error_line() -> None:
+    """pytest frames its report with banners that name no particular error; matched as error lines, unrelated
+    lessons that hold "error" and "collecting" were rivals of the right one. A glibc abort line is not a banner."""
+    log = "\n".join(
+        [
+            "_____________________ ERROR collecting tests/test_retry.py _____________________",
+            'E     File "/srv/app/retry.py", line 3',
+            "E       while retries < 3",
+            "E   SyntaxError: expected ':'",
+            "=========================== short test summary info ============================",
+            "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!",
+            "*** stack smashing detected ***: terminated",
+        ]
+    )
+    lines = error_lines(log)
+    assert "E   SyntaxError: expected ':'" in lines
+    assert "*** stack smashing detected ***: terminated" in lines
+    assert not any(line.startswith(("___", "===", "!!!")) for line in lines)
+    assert not any("short test summary" in line for line in lines)
+
+
 RUSTC_WITH_HELP = """   Compiling shop v0.1.0 (/home/u/shop)
 error[E0308]: mismatched types
  --> src/cart.rs:9:22
