@@ -147,8 +147,10 @@ WRAPPER_START = re.compile(
 )
 
 # A compiler's notes on the error above them (rustc's `help:` and `= note:`, gcc's `a.c:3:5: note:`, a `hint:`):
-# they suggest fixes and so use other errors' words ("consider using `Option::expect` ... panicking"), and matched
-# as error lines of their own they outscored the error they annotate. They stay in that error's window.
+# they suggest fixes and so use other errors' words ("consider using `Option::expect` ... panicking"); matched as
+# error lines of their own (or as the line before one) they outscored the error they annotate. They stay in that
+# error's window. (The source lines quoted under a gutter, `  |   ^ expected ...`, stay error lines: their labels
+# say what was expected and found, which a summary lesson often repeats.)
 SUB_DIAGNOSTIC = re.compile(r"(?:= )?(?:help|note|hint): |\S+:\d+:(?:\d+:)? note: ")
 
 
@@ -810,6 +812,10 @@ def error_windows(log: str) -> list[tuple[str, str, float]]:
             hinted[i] = ERROR_HINT.search(lowered[i]) is not None and SUB_DIAGNOSTIC.match(lowered[i]) is None
         return hinted[i]
 
+    def states_error(j: int) -> bool:
+        """Whether the line before an error line may be the error in the tool's own words (see below)."""
+        return j in unwrapped and not names_error(j) and SUB_DIAGNOSTIC.match(lowered[j]) is None
+
     found = (i for i in reversed(plain) if names_error(i))
     first = next(found, None)
     # When no line names an error, the last lines are the likeliest. The line just before an error line is tried
@@ -823,7 +829,7 @@ def error_windows(log: str) -> list[tuple[str, str, float]]:
             (j, 1.0 if j == i else PRECEDING_WEIGHT)
             for i in chain([first], found)
             for j in (i, i - 1)
-            if j == i or (j in unwrapped and not names_error(j))
+            if j == i or states_error(j)
         )
     )
     picked: list[tuple[str, str, float]] = []

@@ -74,6 +74,22 @@ def test_error_lines_leave_out_the_commands_that_were_run() -> None:
     assert error_lines("$HOME is not set") == ["$HOME is not set"]
 
 
+def test_a_note_is_not_read_as_the_error_in_the_tools_own_words() -> None:
+    """The line before an error line is tried too (a tool states the error, then a summary that names it), but not
+    when it is a note on another line: git's `hint:` before "Could not apply" matched lessons on aborting."""
+    log = "\n".join(
+        [
+            "CONFLICT (content): Merge conflict in lib/version.txt",
+            "error: could not apply 1a2b3c4... bump version",
+            'hint: To abort and get back to the state before "git rebase", run "git rebase --abort".',
+            "Could not apply 1a2b3c4... bump version",
+        ]
+    )
+    lines = error_lines(log)
+    assert "CONFLICT (content): Merge conflict in lib/version.txt" in lines
+    assert not any(line.startswith("hint:") for line in lines)
+
+
 def test_a_banner_is_not_an_error_line() -> None:
     """pytest frames its report with banners that name no particular error; matched as error lines, unrelated
     lessons that hold "error" and "collecting" were rivals of the right one. A glibc abort line is not a banner."""
