@@ -138,8 +138,8 @@ WRAPPER_START = re.compile(
     # The command that was run, echoed by a shell prompt (`$ make`, `user@host:~/app$ make`), `set -x` (`+ make`),
     # a CI step (`Run make`, Docker's `Step 3/8 : RUN make`) or npm (`> app@1.0.0 build`): it is what the user
     # typed, not output. Matched as an error line, a lesson whose text mentions the same tool or file explained
-    # all of it (a confident answer to an error no lesson covers).
-    r"\$ |[\w.-]+@[\w.-]+:\S*[$#] |\+ |run \S|step \d+/\d+ : |> \S+@\S+ |"
+    # all of it (a confident answer to an error no lesson covers). A bare prompt (the log's last line) is one too.
+    r"\$(?: |$)|[\w.-]+@[\w.-]+:\S*[$#](?: |$)|\+ |run \S|step \d+/\d+ : |> \S+@\S+ |"
     # A banner: text between two runs of one character (pytest's `____ ERROR collecting tests/t.py ____` and
     # `==== short test summary info ====`, `!!!! Interrupted: 1 error during collection !!!!`): a section
     # title, not an error. (glibc's `*** stack smashing detected ***: terminated` does not end in a run.)

@@ -161,6 +161,15 @@ def test_a_compilers_notes_are_not_error_lines_of_their_own(tmp_path: Path) -> N
     assert [r.name for r in recommended][:1] == ["RUST_MISMATCHED_TYPES"]
 
 
+def test_a_bare_prompt_after_the_error_is_not_part_of_its_window() -> None:
+    """A terminal log often ends in the prompt that came back; its user and host name are no part of the error."""
+    log = "bob@devbox:~/tool$ make instal\nmake: *** No rule to make target 'instal'.  Stop.\nbob@devbox:~/tool$"
+    assert error_lines(log) == ["make: *** No rule to make target 'instal'.  Stop."]
+    assert error_lines("$ ./run.sh\n./run.sh: line 3: cd: /srv/app: No such file or directory\n$") == [
+        "./run.sh: line 3: cd: /srv/app: No such file or directory"
+    ]
+
+
 def test_a_bare_npm_error_line_is_a_wrapper() -> None:
     lines = error_lines('npm error Missing script: "dev"\nnpm error\nnpm error To see a list of scripts, run:')
     assert 'npm error Missing script: "dev"' in lines
