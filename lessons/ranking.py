@@ -129,6 +129,10 @@ ERROR_HINT = re.compile(
 # one searched pattern, the starts were tried at every position of every line, a third of the time error_windows
 # took on a 200-line log).
 WRAPPER = re.compile(r"exit code|exit status|non-zero code|returned \d+|job failed|process completed|\] error \d+")
+# A count of errors ("due to 2 previous errors", "1 error generated", "x.pl had compilation errors") sums up the
+# errors above it and names none of them: it says where to look (the line before it is tried, see error_windows),
+# but is not matched itself (a lesson on another tool's "aborting ... due to ..." won with it).
+ERROR_COUNT = re.compile(r"\b\d+ (?:previous )?errors?\b|\b(?:previous|compilation) errors\b")
 WRAPPER_START = re.compile(
     r"make(\[\d+\])?: \*\*\* \[|"
     r"npm (?:error|err!)(?: (?:code (?:\d+|elifecycle)|path|command|errno|a complete log)|\s*$)|"
@@ -819,8 +823,8 @@ def error_windows(log: str) -> list[tuple[str, str, float]]:
     found = (i for i in reversed(plain) if names_error(i))
     first = next(found, None)
     # When no line names an error, the last lines are the likeliest. The line just before an error line is tried
-    # too, at a discount: a tool often states the error in its own words and then a summary that names it
-    # ("... aborted due to compilation errors").
+    # too, at a discount: a tool often states the error in its own words and then a line that names it
+    # ("error: linking failed").
     unwrapped = set(plain)
     hits: Iterable[tuple[int, float]] = (
         ((i, 1.0) for i in reversed(plain[-TAIL_LINES:]))
@@ -829,7 +833,7 @@ def error_windows(log: str) -> list[tuple[str, str, float]]:
             (j, 1.0 if j == i else PRECEDING_WEIGHT)
             for i in chain([first], found)
             for j in (i, i - 1)
-            if j == i or states_error(j)
+            if (j == i and ERROR_COUNT.search(lowered[i]) is None) or (j < i and states_error(j))
         )
     )
     picked: list[tuple[str, str, float]] = []

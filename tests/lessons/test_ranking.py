@@ -170,6 +170,26 @@ def test_a_bare_prompt_after_the_error_is_not_part_of_its_window() -> None:
     ]
 
 
+def test_a_count_of_errors_points_at_the_error_but_is_not_matched_itself() -> None:
+    """perl's "Execution of x.pl aborted due to compilation errors." (or a compiler's "1 error generated.") sums up
+    the errors above it: matched on its own, a lesson on another tool's "aborting ... due to ..." won. The line
+    before it is still tried (perl's "Global symbol ..." names no error word)."""
+    log = "\n".join(
+        [
+            "$ perl totals.pl",
+            'Global symbol "$totl" requires explicit package name (did you forget to declare "my $totl"?) at'
+            " totals.pl line 6.",
+            "Execution of totals.pl aborted due to compilation errors.",
+        ]
+    )
+    lines = error_lines(log)
+    assert any(line.startswith("Global symbol") for line in lines)
+    assert not any(line.startswith("Execution of") for line in lines)
+    clang = error_lines("a.c:3:9: error: use of undeclared identifier 'x'\n1 error generated.")
+    assert "a.c:3:9: error: use of undeclared identifier 'x'" in clang
+    assert not any(line.startswith("1 error") for line in clang)
+
+
 def test_a_bare_npm_error_line_is_a_wrapper() -> None:
     lines = error_lines('npm error Missing script: "dev"\nnpm error\nnpm error To see a list of scripts, run:')
     assert 'npm error Missing script: "dev"' in lines
