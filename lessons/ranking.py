@@ -64,6 +64,9 @@ SUCCESS_WEIGHT = 0.3
 
 W_SORT, W_PARTIAL, W_LESSON_COVERAGE, W_QUERY_COVERAGE, W_TYPE = 0.05, 0.10, 0.05, 0.55, 0.15
 W_DICE = 0.10
+# The most one query's match can score before its weight and type (every term at its cap; the partial term's
+# damping is at most 1), with room for the floats' rounding: `LessonIndex.best_match` skips a query it cannot beat.
+MATCH_CEILING = (W_SORT + W_PARTIAL + W_LESSON_COVERAGE + W_QUERY_COVERAGE + W_DICE) * (1 + 1e-9)
 # Confidence that a match is right: a logistic model of the top answer's features (see `confidence` and `clues`),
 # fitted by bench/lessons_fit_confidence.py on lessons and real errors harvested on this machine
 # (bench/data/harvested-lessons.json, harvested-negatives-2.json), never on the dev sets. A fixed score cut-off let
@@ -647,9 +650,12 @@ class LessonIndex:
         weights: dict[str, float] = {}
         for word in rare:
             weight = self.idf(word)
+            if not weights:  # the first word's holders (in a large store often the only word: see above)
+                weights = dict.fromkeys(self._holders[word], weight)
+                continue
             for name in self._holders[word]:
                 weights[name] = weights.get(name, 0.0) + weight
-        return heapq.nlargest(CANDIDATES, weights, key=lambda name: (weights[name], name))
+        return heaviest(weights, CANDIDATES)
 
     # -- scoring -----------------------------------------------------------------------------------------
     def weigh_by_evidence(self, queries: list[Query]) -> None:
@@ -736,13 +742,23 @@ class LessonIndex:
         return untyped
 
     def best_match(self, queries: list[Query], lesson: IndexedLesson) -> tuple[float, Query | None]:
-        """The best-matching query (no type) for a lesson; skips the costly partial alignment where it
-        cannot change the winner."""
-        bounds = sorted(
-            ((*self._partial_free(q, lesson), q) for q in queries), key=lambda b: -(b[0] + b[1]) * b[3].weight
-        )
+        """The best-matching query (no type) for a lesson. Two bounds skip work that cannot change the winner:
+        the queries are read heaviest first, and one whose weight times MATCH_CEILING cannot beat what a query
+        already read is sure to score (its score without the partial term) is not read at all (a log's preceding
+        lines and thin lines weigh little); the costly partial alignment is run in order of each read query's
+        bound, until no bound beats the best score."""
+        floor = 0.0  # a score the best match is sure to reach
+        bounds: list[tuple[float, int, float, float, float, Query]] = []
+        for position in sorted(range(len(queries)), key=lambda i: -queries[i].weight):
+            query = queries[position]
+            if query.weight * MATCH_CEILING <= floor:
+                break
+            base, cap, sorted_ratio = self._partial_free(query, lesson)
+            floor = max(floor, base * identity_factor(query, lesson) * query.weight)
+            bounds.append((-(base + cap) * query.weight, position, base, cap, sorted_ratio, query))
+        bounds.sort(key=lambda b: b[:2])  # the bound, then the query's place: ties go to the earlier line
         best, winner = 0.0, None
-        for base, cap, sorted_ratio, query in bounds:
+        for _, _, base, cap, sorted_ratio, query in bounds:
             if (base + cap) * query.weight <= best:
                 break
             score = (base + self._partial(query, lesson, cap, sorted_ratio)) * identity_factor(query, lesson)
@@ -750,6 +766,22 @@ class LessonIndex:
             if score > best:
                 best, winner = score, query
         return best / (1 - W_TYPE), winner
+
+
+def heaviest(weights: dict[str, float], count: int) -> list[str]:
+    """The `count` names of greatest weight, heaviest first, a tie going to the greater name: what
+    `heapq.nlargest(count, weights, key=lambda name: (weights[name], name))` gives, without a Python call per name
+    (at 50k lessons a call's candidates are picked among about 1,800 holders of one word, all of one weight)."""
+    if len(weights) <= count:
+        return sorted(weights, key=lambda name: (weights[name], name), reverse=True)
+    threshold = heapq.nlargest(count, weights.values())[-1]
+    above = sorted(
+        (name for name, weight in weights.items() if weight > threshold),
+        key=lambda name: (weights[name], name),
+        reverse=True,
+    )
+    tied = [name for name, weight in weights.items() if weight == threshold]
+    return above + heapq.nlargest(count - len(above), tied)
 
 
 def clues(index: LessonIndex, query: Query | None, lesson: IndexedLesson) -> Clues:

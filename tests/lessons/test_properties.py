@@ -3,14 +3,17 @@ lessons (fields, observations, outcome counts), and find_similar_errors answers 
 
 from __future__ import annotations
 
+import heapq
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lessons.model import ErrorQuery, LessonInput, SuccessReport
+from lessons.ranking import heaviest, query_of
 from memory_graph.app import Services
 from memory_graph.errors import MemoryGraphError
 from memory_graph.model import ObservationAddition
@@ -78,3 +81,69 @@ def test_lessons_reload_to_the_same_state(ops: list) -> None:
         assert lessons_of(open_service(Path(folder))) == expected
         for shard in Path(folder).glob("lesson*.json"):
             assert shard.read_text(encoding="utf-8").count("\n") <= 2
+
+
+# -- the recommendation's shortcuts give what the plain computation gives ---------------------------------------
+
+
+@given(
+    weights=st.dictionaries(st.text("abcd", min_size=1, max_size=3), st.sampled_from([0.5, 1.0, 1.5, 2.25])),
+    count=st.integers(1, 8),
+)
+def test_the_heaviest_names_are_the_largest_by_weight_then_name(weights: dict[str, float], count: int) -> None:
+    expected = heapq.nlargest(count, weights, key=lambda name: (weights[name], name))
+    assert heaviest(weights, count) == expected
+
+
+LINES = [
+    "KeyError: 'user_id'",
+    "Error: listen EADDRINUSE: address already in use :::3000",
+    "make: *** No rule to make target 'a.o', needed by 'app'.  Stop.",
+    "ModuleNotFoundError: No module named 'requests'",
+    'npm error Missing script: "start"',
+    "fatal: not a git repository (or any of the parent directories): .git",
+    "Traceback (most recent call last):",
+    '  File "app.py", line 3, in <module>',
+    "done",
+    "error: could not compile `demo` due to 2 previous errors",
+]
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    services = open_services(tmp_path_factory.mktemp("lessons"))
+    for i, line in enumerate(LINES[:6]):
+        services.lessons.create_lesson(
+            LessonInput(
+                name=f"L{i}",
+                errorPattern={"type": "runtime", "message": line},
+                observations=[f"cause and fix of {line.split(':')[0]}"],
+            )
+        )
+    return services.lessons.index
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(
+        st.tuples(st.sampled_from(LINES), st.sampled_from([0.05, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])),
+        min_size=1,
+        max_size=8,
+    ),
+    lesson=st.integers(0, 5),
+)
+# A heavy line that scores fairly (a traceback's frame line against the lesson naming its module) and a lighter
+# line that is the lesson's message: the lighter one wins, and a bound too tight would never read it.
+@example(lines=[(LINES[7], 1.0), (LINES[3], 0.6)], lesson=3)
+def test_the_best_match_is_the_best_of_every_query(small_index: Any, lines: list, lesson: int) -> None:
+    """best_match skips queries and partial alignments by bounds: its score is still the best weighted score of
+    all the queries, and the winner is one that scores it."""
+    queries = [small_index.prepare(query_of(text, weight=weight)) for text, weight in lines]
+    indexed = small_index.lessons[f"L{lesson}"]
+    best, winner = small_index.best_match(queries, indexed)
+    scores = [small_index.match(query, indexed) * query.weight for query in queries]
+    assert best == pytest.approx(max(scores), rel=1e-12, abs=1e-12)
+    if winner is not None:
+        assert small_index.match(winner, indexed) * winner.weight == pytest.approx(max(scores), rel=1e-12)
+    else:
+        assert max(scores) == 0
