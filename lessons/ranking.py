@@ -748,20 +748,21 @@ class LessonIndex:
         lines and thin lines weigh little); the costly partial alignment is run in order of each read query's
         bound, until no bound beats the best score."""
         floor = 0.0  # a score the best match is sure to reach
-        bounds: list[tuple[float, int, float, float, float, Query]] = []
+        bounds: list[tuple[float, int, float, float, float, float, Query]] = []
         for position in sorted(range(len(queries)), key=lambda i: -queries[i].weight):
             query = queries[position]
             if query.weight * MATCH_CEILING <= floor:
                 break
             base, cap, sorted_ratio = self._partial_free(query, lesson)
-            floor = max(floor, base * identity_factor(query, lesson) * query.weight)
-            bounds.append((-(base + cap) * query.weight, position, base, cap, sorted_ratio, query))
+            factor = identity_factor(query, lesson)
+            floor = max(floor, base * factor * query.weight)
+            bounds.append((-(base + cap) * query.weight, position, base, cap, sorted_ratio, factor, query))
         bounds.sort(key=lambda b: b[:2])  # the bound, then the query's place: ties go to the earlier line
         best, winner = 0.0, None
-        for _, _, base, cap, sorted_ratio, query in bounds:
+        for _, _, base, cap, sorted_ratio, factor, query in bounds:
             if (base + cap) * query.weight <= best:
                 break
-            score = (base + self._partial(query, lesson, cap, sorted_ratio)) * identity_factor(query, lesson)
+            score = (base + self._partial(query, lesson, cap, sorted_ratio)) * factor
             score *= query.weight
             if score > best:
                 best, winner = score, query
@@ -772,8 +773,8 @@ def heaviest(weights: dict[str, float], count: int) -> list[str]:
     """The `count` names of greatest weight, heaviest first, a tie going to the greater name: what
     `heapq.nlargest(count, weights, key=lambda name: (weights[name], name))` gives, without a Python call per name
     (at 50k lessons a call's candidates are picked among about 1,800 holders of one word, all of one weight)."""
-    if len(weights) <= count:
-        return sorted(weights, key=lambda name: (weights[name], name), reverse=True)
+    if not weights:
+        return []
     threshold = heapq.nlargest(count, weights.values())[-1]
     above = sorted(
         (name for name, weight in weights.items() if weight > threshold),
