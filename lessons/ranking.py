@@ -45,7 +45,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, islice, takewhile
 from pathlib import Path
 from typing import Any, TypeVar
@@ -457,6 +457,9 @@ class Query:
     # Computed from `known` when first asked for (LessonIndex.prepare sets them back to None).
     rarest: list[str] | None = None  # see `rarest_words`
     order: dict[str, int] | None = None  # each known word's place in `known`
+    # shape_partial_ratio against each lesson key met in this call: lessons about one error template share their
+    # shapes (the variable parts are placeholders), and a log's lines are aligned against each candidate's keys.
+    partials: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sorted_shape = sort_words(self.shape)
@@ -470,6 +473,13 @@ class Query:
                 RAREST_WORDS, (w for w in known if w not in self.slots), key=lambda w: (known[w], w)
             )
         return self.rarest
+
+    def partial_ratio(self, key: str) -> float:
+        """shape_partial_ratio of this query's shape and a lesson key, aligned once per call."""
+        value = self.partials.get(key)
+        if value is None:
+            value = self.partials[key] = shape_partial_ratio(self.shape, key)
+        return value
 
     def weight_among(self, words: Set[str]) -> float:
         """The summed rarity of the known words that are among `words`. The smaller side is walked, but the weights
@@ -724,10 +734,10 @@ class LessonIndex:
     def _partial(self, query: Query, lesson: IndexedLesson, cap: float, sorted_ratio: float) -> float:
         if min(len(query.shape), len(lesson.shape)) <= 8:
             return W_PARTIAL * sorted_ratio  # too short for a meaningful partial alignment
-        best = shape_partial_ratio(query.shape, lesson.shape)
+        best = query.partial_ratio(lesson.shape)
         for key in lesson.other_shapes:
             if len(key) > 8 and best < 100:
-                best = max(best, KEY_DISCOUNT * shape_partial_ratio(query.shape, key))
+                best = max(best, KEY_DISCOUNT * query.partial_ratio(key))
         return cap * best / 100
 
     def match(self, query: Query, lesson: IndexedLesson, query_type: str = "") -> float:
