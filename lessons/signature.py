@@ -133,6 +133,14 @@ _NEEDED: dict[re.Pattern[str], tuple[str, ...]] = {
     POSITION: (":",),
     PATH: ("/", "\\", "."),
 }
+
+
+def _runs_holding_needs(*patterns: re.Pattern[str]) -> re.Pattern[str]:
+    """The runs of non-space characters that hold a character one of the patterns needs."""
+    chars = re.escape("".join(sorted({needed[0] for pattern in patterns for needed in _NEEDED[pattern]})))
+    return re.compile(rf"(?<!\S)[^\s{chars}]*+[{chars}]\S*+")
+
+
 # Patterns tried only in the runs of non-space characters that hold one of their needed characters (a run tried
 # alone, then put back). Their matches hold no white space, and what their look-arounds and `\b` read at a run's
 # edge fails or passes alike on white space and on the text's end: replacing in each run gives the text that
@@ -140,11 +148,7 @@ _NEEDED: dict[re.Pattern[str], tuple[str, ...]] = {
 # characters. (PATH tried at each position of a 200-line log cost 1.3 ms of the 3 spent on its evidence; each
 # position of the run search costs a few times less.) Not TIMESTAMP: a date and its time are apart by a space. A
 # run is told by the first character of each of the pattern's needed texts (every match holds one of them).
-_RUNS: dict[re.Pattern[str], re.Pattern[str]] = {
-    pattern: re.compile(rf"(?<!\S)[^\s{chars}]*+[{chars}]\S*+")
-    for pattern in (URL, ADDRESS, PATH)
-    for chars in [re.escape("".join(sorted({needed[0] for needed in _NEEDED[pattern]})))]
-}
+_RUNS = {pattern: _runs_holding_needs(pattern) for pattern in (URL, ADDRESS, PATH)}
 
 # Words so common in error output that they say nothing about which error it is.
 NOISE_WORDS = frozenset(
@@ -220,22 +224,32 @@ def strip_ansi(text: str) -> str:
     return ANSI.sub("", text[:end]) + CSI.sub("", text[end:])
 
 
-def _replace(pattern: re.Pattern[str], text: str, placeholder: str | Callable[[str], str]) -> str:
-    """`pattern.sub` with a placeholder (or a function of the text matched), putting back the `pre` text a pattern
-    consumes on the way to its match (see URL, PATH)."""
-    if not any(needle in text for needle in _NEEDED.get(pattern, ("",))):
-        return text
+def _replacement(
+    pattern: re.Pattern[str], placeholder: str | Callable[[str], str]
+) -> str | Callable[[re.Match[str]], str]:
+    """What `pattern.sub` replaces a match with: the placeholder (or a function of the text matched), after the
+    `pre` text a pattern consumes on the way to its match (see URL, PATH)."""
     keep = "pre" in pattern.groupindex
-    replacement: str | Callable[[re.Match[str]], str]
     if isinstance(placeholder, str):
         # A template, expanded without a Python call per match; an unmatched group expands to nothing.
-        replacement = ("\\g<pre>" if keep else "") + placeholder.replace("\\", "\\\\")
-    else:
+        return ("\\g<pre>" if keep else "") + placeholder.replace("\\", "\\\\")
 
-        def replacement(match: re.Match[str]) -> str:
-            pre = (match.group("pre") or "") if keep else ""
-            return pre + placeholder(match.group(0)[len(pre) :])
+    def replacement(match: re.Match[str]) -> str:
+        pre = (match.group("pre") or "") if keep else ""
+        return pre + placeholder(match.group(0)[len(pre) :])
 
+    return replacement
+
+
+def _needed_in(pattern: re.Pattern[str], text: str) -> bool:
+    return any(needle in text for needle in _NEEDED.get(pattern, ("",)))
+
+
+def _replace(pattern: re.Pattern[str], text: str, placeholder: str | Callable[[str], str]) -> str:
+    """`pattern.sub` with a placeholder (see _replacement), tried only where the pattern can match (_NEEDED, _RUNS)."""
+    if not _needed_in(pattern, text):
+        return text
+    replacement = _replacement(pattern, placeholder)
     runs = _RUNS.get(pattern)
     if runs is None:
         return pattern.sub(replacement, text)
@@ -274,12 +288,49 @@ def _generalize_quote(match: re.Match[str]) -> str:
     return " <q> "
 
 
+# A run holding a character URL, ADDRESS or PATH needs, or else a HEX match (in the other runs: a run is taken
+# whole from its start, before any position inside it is tried).
+_PLACE_RUN_OR_HEX = re.compile(rf"(?P<run>{_runs_holding_needs(URL, ADDRESS, PATH).pattern})|{HEX.pattern}")
+_RUN_PLACES: list[tuple[re.Pattern[str], str | Callable[[str], str]]] = [
+    (URL, " "),
+    (ADDRESS, " "),
+    (HEX, " "),
+    (PATH, _file_name),
+]
+# (pattern, replacement, the texts one of which a match holds: none for HEX) for each of _RUN_PLACES
+_RUN_REPLACEMENTS = [(p, _replacement(p, placeholder), _NEEDED.get(p, ())) for p, placeholder in _RUN_PLACES]
+
+
+def _without_run_places(match: re.Match[str]) -> str:
+    text = match.group("run")
+    if text is None:
+        return " "  # a HEX match
+    for pattern, replacement, needed in _RUN_REPLACEMENTS:
+        # (Loops, not any() over a generator: this runs for every such run of a log, and the call is its cost.)
+        for needle in needed:
+            if needle in text:
+                text = pattern.sub(replacement, text)
+                break
+        else:
+            if not needed:
+                text = pattern.sub(replacement, text)
+    return text
+
+
+def _without_evidence_places(text: str) -> str:
+    """The text with its timestamps, UUIDs, URLs, addresses and hex numbers blanked and each path cut to its file
+    name: each pattern replaced over the whole text in that order."""
+    for pattern in (TIMESTAMP, UUID):
+        text = _replace(pattern, text, " ")
+    # URL, ADDRESS, HEX and PATH, in that order, in one pass: in each run holding a character URL, ADDRESS or
+    # PATH needs, all four (the run tried alone, as in _RUNS: one run search and one Python call per run instead
+    # of one per pattern); in the other runs, HEX alone.
+    return _PLACE_RUN_OR_HEX.sub(_without_run_places, text)
+
+
 def evidence_words(text: str) -> frozenset[str]:
     """Lower-cased words of the text (dotted names also split into their parts), minus noise words."""
-    text = strip_ansi(text)
-    for pattern in (TIMESTAMP, UUID, URL, ADDRESS, HEX):
-        text = _replace(pattern, text, " ")
-    text = _replace(PATH, text, _file_name)
+    text = _without_evidence_places(strip_ansi(text))
     words: set[str] = set()
     # Each word once (a log repeats most of its words), in the order first met: the set is built as before.
     for word in dict.fromkeys([*WORD.findall(text), *_quoted_words(text)]):

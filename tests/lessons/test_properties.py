@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from lessons import signature
 from lessons.model import ErrorQuery, LessonInput, SuccessReport
 from lessons.ranking import heaviest, query_of
 from memory_graph.app import Services
@@ -147,3 +148,40 @@ def test_the_best_match_is_the_best_of_every_query(small_index: Any, lines: list
         assert small_index.match(winner, indexed) * winner.weight == pytest.approx(max(scores), rel=1e-12)
     else:
         assert max(scores) == 0
+
+
+# Pieces that the place patterns (signature.py) read: times, addresses, hex, paths and drive letters, URLs, quotes.
+PLACE_PIECES = [
+    *"a0f9Ab/.:\\-@+_~C x\n'\"`",
+    "deadbeef1",
+    "0x1f",
+    "http://",
+    "::",
+    "1.2.3.4",
+    ".py",
+    ".c",
+    "12:30:45",
+    "2024-01-02 ",
+    "--",
+    "C:",
+    "e3b0c442",
+    "://a",
+    "[::1]:80",
+    "v1.2@",
+    "~/",
+    "./",
+]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(text=st.lists(st.sampled_from(PLACE_PIECES), max_size=30).map("".join))
+# A drive letter starts a path inside a word: HEX must not run again after PATH cut the folders off.
+@example(text="-.pyb::deadbeef19C:C//0~/")
+def test_evidence_places_are_replaced_as_one_pattern_after_another(text: str) -> None:
+    """The one-pass replacement of places in evidence text gives what each pattern over the whole text in turn
+    gives."""
+    expected = text
+    for pattern in (signature.TIMESTAMP, signature.UUID, signature.URL, signature.ADDRESS, signature.HEX):
+        expected = signature._replace(pattern, expected, " ")
+    expected = signature._replace(signature.PATH, expected, signature._file_name)
+    assert signature._without_evidence_places(text) == expected
