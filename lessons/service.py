@@ -78,8 +78,8 @@ SAVE_NOW_SIGNATURES = 200
 SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
 LOG_COVERAGE_WEIGHT = 0.2  # recommendations: share from the lesson message's words found anywhere in the log
-# A scored recommendation: (score, relevance, success statistic, name, matched line, the query of the line read
-# as a message, for the clues).
+# A scored recommendation: (score, relevance, success statistic, name, matched line, the query of that line, which
+# the clues read as a message).
 Ranked = tuple[float, float, float, str, str, Query | None]
 
 
@@ -544,8 +544,18 @@ class LessonService:
             # The clues read the winning line as find_similar_errors reads a message: its words no lesson has
             # count against every lesson. Read as a log line (where they are ignored, logs being full of them), a
             # line of an error no lesson covers looked fully explained by any lesson sharing its known words. (A
-            # copy of each line's query: its text was read before the store was held.)
-            strict_of = {id(query): index.prepare(copy.copy(query), count_unknown=True) for query in queries}
+            # copy of the line's query, its text having been read before the store was held; made when a
+            # candidate's clues are first asked for, which most candidates' are not.)
+            strict_of: dict[int, Query] = {}
+
+            def strict(query: Query | None) -> Query | None:
+                if query is None:
+                    return None
+                found = strict_of.get(id(query))
+                if found is None:
+                    found = strict_of[id(query)] = index.prepare(copy.copy(query), count_unknown=True)
+                return found
+
             ranked: list[Ranked] = []
             for name in index.candidates(queries or [log_query]):
                 lesson = index.lessons[name]
@@ -561,11 +571,11 @@ class LessonService:
                         statistic,
                         name,
                         line,
-                        strict_of.get(id(winner)),
+                        winner,
                     )
                 )
             top = best_first(
-                self._sure(ranked),
+                self._sure(ranked, strict),
                 lambda r: (-round(r[0], 4), self._elsewhere(r[3]), -r[1], r[3]),
                 lambda r: r[0],
                 limit,
@@ -586,13 +596,16 @@ class LessonService:
             self.lookups.shown(result.matchedLine, [result.name])
         return Recommendations(recommendations=results, errorLines=[line[:300] for line in lines[:20]])
 
-    def _sure(self, ranked: list[Ranked]) -> list[tuple[float, float, float, str, str, float]]:
+    def _sure(
+        self, ranked: list[Ranked], strict: Callable[[Query | None], Query | None]
+    ) -> list[tuple[float, float, float, str, str, float]]:
         """Recommendations confident enough to return, each with its confidence (from its relevance, its margin
-        over the best other relevance, its clues and the store size; see ranking.RECOMMEND_CONFIDENCE)."""
+        over the best other relevance, its clues and the store size; see ranking.RECOMMEND_CONFIDENCE).
+        `strict(line)`: the winning line's query read as a message."""
         index = self.index
         chances = confident(
             [r[1] for r in ranked],
-            lambda i: clues(index, ranked[i][5], index.lessons[ranked[i][3]]),
+            lambda i: clues(index, strict(ranked[i][5]), index.lessons[ranked[i][3]]),
             len(index.lessons),
             RECOMMEND_CONFIDENCE,
             RECOMMEND_MIN_CONFIDENCE,
