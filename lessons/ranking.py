@@ -785,11 +785,17 @@ def heaviest(weights: dict[str, float], count: int) -> list[str]:
     (at 50k lessons a call's candidates are picked among about 1,800 holders of one word, all of one weight)."""
     if not weights:
         return []
-    threshold = heapq.nlargest(count, weights.values())[-1]
-    above = sorted(
-        (name for name, weight in weights.items() if weight > threshold),
-        key=lambda name: (weights[name], name),
-        reverse=True,
+    ordered = sorted(weights.values(), reverse=True)
+    threshold = ordered[min(count, len(ordered)) - 1]
+    # Often none is above the threshold (the holders of one word, all of one weight): the names are walked once.
+    above = (
+        []
+        if ordered[0] == threshold
+        else sorted(
+            (name for name, weight in weights.items() if weight > threshold),
+            key=lambda name: (weights[name], name),
+            reverse=True,
+        )
     )
     tied = [name for name, weight in weights.items() if weight == threshold]
     return above + heapq.nlargest(count - len(above), tied)
