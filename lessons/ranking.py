@@ -119,14 +119,32 @@ KEY_DISCOUNT = 1.0  # an observation's wording counts as much as the message's (
 # Lines that announce an error (a generous net; the scoring decides). Both patterns are matched against the line in
 # lower case (written in lower case, without IGNORECASE): case-insensitive matching of these alternations cost
 # 40 us a line, a quarter of a recommendation for a 200-line log.
-ERROR_HINT = re.compile(
+ERROR_HINTS = (
     r"error|exception|fatal|panic|fail|traceback|conflict|reject|denied|not found|cannot|can't|could not|"
     r"couldn't|unable|invalid|missing|no such|undefined|refused|abort|segmentation|overflow|\*\*\*|"
     r"\b[a-z]\d{3,4}\b|not a |would be overwritten|no rule|not currently|unexpected|expected|timed? ?out|"
     r"no space|too many|out of memory|killed|deadlock|is a directory|not permitted|unsupported|incompatible|"
     r"mismatch|violation|illegal|assert|unknown|unrecognized|not allowed|forbidden|unreachable|bad |"
-    r"not used|does not exist|doesn't exist|not recognized|permission|required|must be|core dumped",
+    r"not used|does not exist|doesn't exist|not recognized|permission|required|must be|core dumped"
 )
+
+
+def by_first_letter(alternatives: Iterable[str]) -> str:
+    """An alternation whose search finds a match wherever the plain one (`"|".join(alternatives)`) does, with the
+    alternatives that start with a letter grouped by it: the regex engine tries every branch at every position of
+    a line, and a branch that fails at its first letter still costs its turn (grouped, the ERROR_HINT search of a
+    200-line log took 0.31 ms instead of 0.61). Only for a search's yes or no: the match found may differ."""
+    grouped: dict[str, list[str]] = {}
+    others = []
+    for alternative in alternatives:
+        if alternative[:1].isalpha() and alternative[1:2] not in ("?", "*", "+", "{"):  # not "a?b"
+            grouped.setdefault(alternative[0], []).append(alternative[1:])
+        else:
+            others.append(alternative)
+    return "|".join([f"{letter}(?:{'|'.join(rests)})" for letter, rests in grouped.items()] + others)
+
+
+ERROR_HINT = re.compile(by_first_letter(ERROR_HINTS.split("|")))  # no alternative holds a "|" of its own
 # Wrapper lines that CI systems, make and npm print around any failure: they name no particular error.
 # Two patterns: what a wrapper line says anywhere, and how one starts (matched at the start only: as alternatives of
 # one searched pattern, the starts were tried at every position of every line, a third of the time error_windows

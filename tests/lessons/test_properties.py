@@ -4,6 +4,7 @@ lessons (fields, observations, outcome counts), and find_similar_errors answers 
 from __future__ import annotations
 
 import heapq
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from lessons import signature
 from lessons.model import ErrorQuery, LessonInput, SuccessReport
-from lessons.ranking import heaviest, query_of
+from lessons.ranking import ERROR_HINT, ERROR_HINTS, by_first_letter, heaviest, query_of
 from memory_graph.app import Services
 from memory_graph.errors import MemoryGraphError
 from memory_graph.model import ObservationAddition
@@ -185,3 +186,20 @@ def test_evidence_places_are_replaced_as_one_pattern_after_another(text: str) ->
         expected = signature._replace(pattern, expected, " ")
     expected = signature._replace(signature.PATH, expected, signature._file_name)
     assert signature._without_evidence_places(text) == expected
+
+
+# Pieces of the error hints (ranking.ERROR_HINTS) and what surrounds them: whole hints, their parts, near misses.
+HINT_PIECES = ["err", "or", "error", "e", "x", "not ", "a ", "found", "time", "d", "out", "c", "an't", "***", "*"]
+HINT_PIECES += ["e1234", "z99", " ", "b", "ad ", "n", "o", "such", "t", "k", "illed", "s", "egmentation", "-", "1"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(line=st.lists(st.sampled_from(HINT_PIECES), max_size=14).map("".join))
+def test_the_grouped_error_hints_find_a_hint_where_the_plain_alternation_does(line: str) -> None:
+    plain = re.compile("|".join(ERROR_HINTS.split("|")))
+    assert (ERROR_HINT.search(line) is None) == (plain.search(line) is None)
+
+
+def test_grouping_by_first_letter_leaves_an_alternative_with_a_quantified_first_letter_alone() -> None:
+    grouped = re.compile(by_first_letter(["a?b", "ab", "x"]))
+    assert grouped.search("b") and grouped.search("ab") and grouped.search("x") and not grouped.search("a")
