@@ -203,3 +203,22 @@ def test_the_grouped_error_hints_find_a_hint_where_the_plain_alternation_does(li
 def test_grouping_by_first_letter_leaves_an_alternative_with_a_quantified_first_letter_alone() -> None:
     grouped = re.compile(by_first_letter(["a?b", "ab", "x"]))
     assert grouped.search("b") and grouped.search("ab") and grouped.search("x") and not grouped.search("a")
+
+
+# The place patterns as first written, each starting with `\b` (signature.word_start writes them to be skipped
+# through faster): what they match must not change.
+WORD_BOUNDARY_FORMS = {
+    "UUID": r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+    "TIMESTAMP": r"\b\d{4}-\d{2}-\d{2}[T _]\d{2}[:_]\d{2}(?:[:_]\d{2}(?:[.,_]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
+    r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b",
+    "HEX": r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{7,40}\b",
+}
+BOUNDARY_PIECES = [*"0123456789abcdefABCDEFxXgG-_ :T.,Z+é٣", "0x", "deadbeef", "-4b7e-", "2024-01-02", "12:30:45"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(text=st.lists(st.sampled_from(BOUNDARY_PIECES), max_size=30).map("".join))
+def test_the_place_patterns_match_what_their_word_boundary_forms_match(text: str) -> None:
+    for name, plain in WORD_BOUNDARY_FORMS.items():
+        pattern = getattr(signature, name)
+        assert [m.span() for m in pattern.finditer(text)] == [m.span() for m in re.finditer(plain, text)], name
