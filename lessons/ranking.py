@@ -675,10 +675,12 @@ class LessonIndex:
         rare = [word for word in words if len(self._holders[word]) <= common]
         if not rare and words:
             rare = [min(words, key=lambda word: (len(self._holders[word]), word))]
+        if len(rare) == 1:  # one weight for all: `heaviest` would give the greatest names
+            return heapq.nlargest(CANDIDATES, self._holders[rare[0]])
         weights: dict[str, float] = {}
         for word in rare:
             weight = self.idf(word)
-            if not weights:  # the first word's holders (in a large store often the only word: see above)
+            if not weights:  # the first word's holders, at once
                 weights = dict.fromkeys(self._holders[word], weight)
                 continue
             for name in self._holders[word]:
@@ -800,12 +802,12 @@ class LessonIndex:
 def heaviest(weights: dict[str, float], count: int) -> list[str]:
     """The `count` names of greatest weight, heaviest first, a tie going to the greater name: what
     `heapq.nlargest(count, weights, key=lambda name: (weights[name], name))` gives, without a Python call per name
-    (at 50k lessons a call's candidates are picked among about 1,800 holders of one word, all of one weight)."""
+    (a call's candidates may be picked among thousands of holders of its words)."""
     if not weights:
         return []
     ordered = sorted(weights.values(), reverse=True)
     threshold = ordered[min(count, len(ordered)) - 1]
-    # Often none is above the threshold (the holders of one word, all of one weight): the names are walked once.
+    # Often none is above the threshold (holders of words of one rarity): the names are walked once.
     above = (
         []
         if ordered[0] == threshold

@@ -8,6 +8,7 @@ import pytest
 
 from lessons.model import LessonInput
 from lessons.ranking import (
+    CANDIDATES,
     RECENCY_DECAY,
     LessonIndex,
     combined_score,
@@ -338,3 +339,21 @@ def test_a_log_line_of_a_word_or_two_weighs_less_than_the_error_line() -> None:
     assert (
         index.best_match(lines, index.lessons["OVERWRITTEN"])[0] > index.best_match(lines, index.lessons["COMMIT"])[0]
     )
+
+
+def test_candidates_are_the_lessons_holding_the_most_rarity_of_the_query_words() -> None:
+    """Past CANDIDATES lessons, a query's candidates are the holders of its rare words, the most rarity first, a
+    tie going to the greater name: with one word to go by (one weight for all its holders) the greatest names."""
+    index = LessonIndex()
+    for i in range(120):
+        words = ["quokka"] if i % 2 else []
+        words += ["wombat"] if i % 4 == 0 else []
+        words += ["platypus"] if i % 20 == 0 else []
+        index.put({"name": f"L{i:03}", "errorPattern": {"message": " ".join(["failure", *words])}})
+    # quokka's 60 holders are too many to call it rare, but it is the query's rarest word.
+    one_word = index.candidates([query_of("quokka failure")])
+    assert one_word == sorted((f"L{i:03}" for i in range(1, 120, 2)), reverse=True)[:CANDIDATES]
+    two_words = index.candidates([query_of("wombat platypus failure")])
+    both = sorted((f"L{i:03}" for i in range(0, 120, 20)), reverse=True)
+    wombat_only = sorted((f"L{i:03}" for i in range(0, 120, 4) if i % 20), reverse=True)
+    assert two_words == both + wombat_only
