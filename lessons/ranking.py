@@ -477,6 +477,7 @@ class Query:
     order: dict[str, int] | None = None  # each known word's place in `known`
     # shape_partial_ratio against each lesson key met in this call: lessons about one error template share their
     # shapes (the variable parts are placeholders), and a log's lines are aligned against each candidate's keys.
+    # (A copy of the query, of the same shape, shares it.)
     partials: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -803,11 +804,11 @@ def heaviest(weights: dict[str, float], count: int) -> list[str]:
     """The `count` names of greatest weight, heaviest first, a tie going to the greater name: what
     `heapq.nlargest(count, weights, key=lambda name: (weights[name], name))` gives, without a Python call per name
     (a call's candidates may be picked among thousands of holders of its words)."""
-    if not weights:
+    if not weights or count <= 0:
         return []
     ordered = sorted(weights.values(), reverse=True)
     threshold = ordered[min(count, len(ordered)) - 1]
-    # Often none is above the threshold (holders of words of one rarity): the names are walked once.
+    # None may be above the threshold (rare words of one rarity, no name holding two): the names are walked once.
     above = (
         []
         if ordered[0] == threshold

@@ -601,7 +601,7 @@ class LessonService:
     ) -> list[tuple[float, float, float, str, str, float]]:
         """Recommendations confident enough to return, each with its confidence (from its relevance, its margin
         over the best other relevance, its clues and the store size; see ranking.RECOMMEND_CONFIDENCE).
-        `strict(line)`: the winning line's query read as a message."""
+        `strict(query)`: the winning line's query read as a message."""
         index = self.index
         chances = confident(
             [r[1] for r in ranked],

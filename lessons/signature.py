@@ -35,7 +35,7 @@ def word_start(chars: str) -> str:
     """`\\b` then one of `chars` (a character class that only holds word characters), written as that character
     and a look-behind: a pattern that starts with a class lets the regex engine skip every position that holds none
     of its characters, while one that starts with `\\b` is tried at every position (TIMESTAMP over a 200-line log:
-    0.26 -> 0.13 ms)."""
+    0.26 -> 0.13 ms); an alternative that starts with one fails at once on any other character."""
     return rf"{chars}(?<!\w{chars})"
 
 
