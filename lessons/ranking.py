@@ -808,15 +808,10 @@ def heaviest(weights: dict[str, float], count: int) -> list[str]:
         return []
     ordered = sorted(weights.values(), reverse=True)
     threshold = ordered[min(count, len(ordered)) - 1]
-    # None may be above the threshold (rare words of one rarity, no name holding two): the names are walked once.
-    above = (
-        []
-        if ordered[0] == threshold
-        else sorted(
-            (name for name, weight in weights.items() if weight > threshold),
-            key=lambda name: (weights[name], name),
-            reverse=True,
-        )
+    above = sorted(
+        (name for name, weight in weights.items() if weight > threshold),
+        key=lambda name: (weights[name], name),
+        reverse=True,
     )
     tied = [name for name, weight in weights.items() if weight == threshold]
     return above + heapq.nlargest(count - len(above), tied)
