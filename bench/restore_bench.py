@@ -1,7 +1,8 @@
 """What a restart's restore of the start snapshot costs, in process: a memory of N entities (3 observations each)
 and 2N relations is written in the official format and loaded once; its snapshot is saved (timed: `save_s` in all,
 and `read_waited_s`, how long a read arriving 5 ms after the save began waited for the part made with the store
-held; the RSS after that first load, after its warm-up builds the search index, and after the save); then a fresh
+held; the RSS after that first load, after its warm-up builds the search index, and after the save, and the most
+the process held while it saved, `save_peak_mb`); then a fresh
 process restores it (timed:
 `store.open()`, what a restart does before its first answer) and reports its RSS once the restore is done and the
 freed heap is handed back. Pass `--code` to measure another checkout (a `git worktree`) alternately in the same run.
@@ -57,6 +58,21 @@ def settled_rss_mb() -> float:
     return megabytes(rss_kb(os.getpid()))
 
 
+def reset_peak_rss() -> None:
+    """Start /proc's high-water mark (VmHWM) again from the present RSS (Linux 4.0+: `clear_refs` 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss_mb() -> float:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from startup_bench import megabytes
+
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return megabytes(int(line.split()[1]))
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def measure(entities: int) -> dict[str, float]:
     sys.path.insert(0, str(Path(__file__).parent))
     from startup_bench import write_memory
@@ -69,6 +85,7 @@ def measure(entities: int) -> dict[str, float]:
         loaded = settled_rss_mb()
         first.graph.warm_up()
         warmed = settled_rss_mb()
+        reset_peak_rss()
         # A read arriving just after the save began waits for the part made with the store held.
         outcome: list[bool] = []
         saving = threading.Thread(target=lambda: outcome.append(first.store.save_snapshot()))
@@ -80,6 +97,7 @@ def measure(entities: int) -> dict[str, float]:
             waited = time.perf_counter() - arrived
         saving.join()
         saved = time.perf_counter() - started
+        save_peak = peak_rss_mb()
         assert outcome == [True], "the snapshot was not saved"
         size = sum(p.stat().st_size for p in (folder / "cache").rglob("*.bin")) / 1e6
         saved_rss = settled_rss_mb()
@@ -87,7 +105,12 @@ def measure(entities: int) -> dict[str, float]:
         command = [sys.executable, __file__, "--restore", str(folder)]
         done = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ)
         restored = json.loads(done.stdout.strip().splitlines()[-1])
-        first_load = {"first_load_rss_mb": loaded, "warmed_rss_mb": warmed, "saved_rss_mb": saved_rss}
+        first_load = {
+            "first_load_rss_mb": loaded,
+            "warmed_rss_mb": warmed,
+            "save_peak_mb": save_peak,
+            "saved_rss_mb": saved_rss,
+        }
         return {**first_load, "read_waited_s": waited, "save_s": saved, "snapshot_mb": size, **restored}
 
 
