@@ -30,7 +30,7 @@ from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import HISTORY, Key
 from memory_graph.storage.history_log import change_events
 from memory_graph.storage.placement import Changes
-from memory_graph.storage.snapshot import code_tag, encode_snapshot, mark_used, read_snapshot, write_snapshot
+from memory_graph.storage.snapshot import code_tag, mark_used, read_snapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -380,9 +380,12 @@ class StoreEngine(ABC):
                 return False
             payload = {"collections": kept, "parts": {name: copy.snapshot_state() for name, copy in copies.items()}}
             try:
-                content = encode_snapshot(tag, payload)
+                size = write_snapshot(path, tag, payload)
             except ValueError as exc:  # a value marshal cannot write: nothing JSON holds, so never expected
                 log.warning("could not make the start snapshot (%s); the next start reads everything", exc)
+                return False
+            except OSError as exc:
+                log.warning("could not write the start snapshot %s (%s); the next start reads everything", path, exc)
                 return False
             with self._held():
                 self._collections_saved(kept)
@@ -390,13 +393,7 @@ class StoreEngine(ABC):
         finally:
             if not made:
                 self._snapshot_failed()
-        try:
-            write_snapshot(path, content)
-        except OSError as exc:
-            log.warning("could not write the start snapshot %s (%s); the next start reads everything", path, exc)
-            self._snapshot_failed()
-            return False
-        log.info("start snapshot written: %s (%.1f MB)", path, len(content) / 1e6)
+        log.info("start snapshot written: %s (%.1f MB)", path, size / 1e6)
         return True
 
     def _snapshot_failed(self) -> None:

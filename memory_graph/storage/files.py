@@ -32,7 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from memory_graph.errors import StorageError
 
@@ -73,15 +73,15 @@ def _mode_for(target: Path) -> int:
         return NEW_FILE_MODE
 
 
-def _write_temp(target: Path, content: str | bytes, durable: bool = True) -> Path:
-    temp = temp_name(target)
-    mode = _mode_for(target)
+@contextmanager
+def _temp_file(temp: Path, mode: int, durable: bool) -> Iterator[BinaryIO]:
+    """`temp` created with `mode` (exactly, whatever the umask) and open for writing; flushed (and fsynced if
+    `durable`) and closed when the block ends, removed if it raises."""
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        os.fchmod(fd, mode)  # exactly the target's mode, whatever the umask
-        data = content.encode("utf-8") if isinstance(content, str) else content
+        os.fchmod(fd, mode)
         with open(fd, "wb", closefd=False) as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             if durable:
                 os.fsync(fd)
@@ -91,7 +91,28 @@ def _write_temp(target: Path, content: str | bytes, durable: bool = True) -> Pat
             temp.unlink()
         raise
     os.close(fd)
+
+
+def _write_temp(target: Path, content: str | bytes, durable: bool = True) -> Path:
+    temp = temp_name(target)
+    with _temp_file(temp, _mode_for(target), durable) as handle:
+        handle.write(content.encode("utf-8") if isinstance(content, str) else content)
     return temp
+
+
+def _put_in_place(
+    temp: Path, target: Path, durable: bool, before_replace: Callable[[], None] | None, sync_folder: bool
+) -> None:
+    try:
+        if before_replace is not None:
+            before_replace()
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    if durable and sync_folder:
+        fsync_dir(target.parent)
 
 
 def atomic_write(
@@ -104,17 +125,17 @@ def atomic_write(
     """Replace `target` atomically; `durable=False` skips the fsyncs (for hints that may be lost).
     `before_replace` runs once the new content is on disk and before it replaces the target (if it raises,
     the target is left as it was); `sync_folder=False` leaves the folder's fsync to the caller (`fsync_dir`)."""
-    temp = _write_temp(target, content, durable)
-    try:
-        if before_replace is not None:
-            before_replace()
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-    if durable and sync_folder:
-        fsync_dir(target.parent)
+    _put_in_place(_write_temp(target, content, durable), target, durable, before_replace, sync_folder)
+
+
+@contextmanager
+def atomic_writer(target: Path, durable: bool = True) -> Iterator[BinaryIO]:
+    """Replace `target` atomically with what the block writes to the file it is given: for content too large
+    to hold whole in memory. If the block raises, the target is left as it was. `durable` as in atomic_write."""
+    temp = temp_name(target)
+    with _temp_file(temp, _mode_for(target), durable) as handle:
+        yield handle
+    _put_in_place(temp, target, durable, None, sync_folder=True)
 
 
 _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync

@@ -6,16 +6,19 @@ state (taken with the store held), and the start that restores it then reloads a
 process's commit: every shard whose stat or generation differs from the snapshot's is read again and its
 difference applied. So a snapshot that is old only costs the reading of what changed since.
 
-Format: a header line `memory-graph snapshot <tag> <crc32> <length>\\n`, then `marshal` objects (plain
-containers only: marshal is the stdlib's fastest loader of them, 3-4x `json` on a parsed graph, and runs no code
-when loading, unlike pickle). The tag names the code that wrote it; a snapshot of other code, or whose checksum
-or length does not match (a torn or damaged file), reads as none and the start parses the files.
+Format: a header line `memory-graph snapshot <tag> <crc32> <length>\\n` (the two numbers zero-padded to a fixed
+width: the header is written last, over a placeholder), then `marshal` objects (plain containers only: marshal is
+the stdlib's fastest loader of them, 3-4x `json` on a parsed graph, and runs no code when loading, unlike pickle).
+The tag names the code that wrote it; a snapshot of other code, or whose checksum or length does not match (a torn
+or damaged file), reads as none and the start parses the files.
 
-The data is the length of the skeleton (8 bytes), the skeleton (the payload with each container of more than
-CHUNK_ITEMS items replaced by a marker that lists its chunks' lengths), then the chunks, CHUNK_ITEMS items to a
-marshal object, in the order the markers are met. Why: one marshal call holds the interpreter for the whole
-call (seconds at a million entities), and a database server answers reads from another thread while it
-restores (`ReadsWhileLoading`); between two chunks that thread gets its turn.
+The data is the chunks, then the skeleton (the payload with each container of more than CHUNK_ITEMS items
+replaced by a marker that lists its chunks' lengths), then the skeleton's length (8 bytes). Each chunk holds
+CHUNK_ITEMS items of one such container, in the order the markers are met. Why chunks: one marshal call holds the
+interpreter for the whole call (seconds at a million entities), and a database server answers reads from another
+thread while it restores (`ReadsWhileLoading`); between two chunks that thread gets its turn. Why the skeleton
+last: each chunk is written as soon as it is encoded, so a save never holds the snapshot's bytes (650 MB at a
+million entities; joined into one file's content, they were held three times over).
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ import zlib
 from collections.abc import Callable, Iterable
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from memory_graph.storage.files import TEMP_SUFFIX, atomic_write
+from memory_graph.storage.files import TEMP_SUFFIX, atomic_writer
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ MAGIC = b"memory-graph snapshot"
 MAX_HEADER = 256
 CHUNK_ITEMS = 5_000
 CHECK_PIECE_BYTES = 16 << 20
-SKELETON_LENGTH = struct.Struct("<Q")  # the data starts with the skeleton's length
+SKELETON_LENGTH = struct.Struct("<Q")  # the data ends with the skeleton's length
 # Stands for a container whose items follow in chunks: (CHUNKED, "dict" or "list", the chunks' lengths). A tuple
 # whose first item is this (a NUL, then words) is nothing a memory's records or their indexes hold.
 CHUNKED = "\x00memory-graph chunked container"
@@ -102,11 +105,16 @@ def _payload(path: Path, fields: list[bytes], data: memoryview, between_chunks: 
         log.warning("ignoring the damaged start snapshot %s; the files are read instead", path)
         return None
     try:
-        (skeleton_length,) = SKELETON_LENGTH.unpack_from(data)
-        reader = _Chunks(data, SKELETON_LENGTH.size + skeleton_length, between_chunks)
-        payload = reader.restored(marshal.loads(data[SKELETON_LENGTH.size : reader.position]))
-        if reader.position != len(data):
-            raise ValueError("bytes left after the payload")
+        skeleton_end = len(data) - SKELETON_LENGTH.size
+        (skeleton_length,) = SKELETON_LENGTH.unpack_from(data, skeleton_end)
+        chunks_end = skeleton_end - skeleton_length
+        if chunks_end < 0:
+            raise ValueError("the skeleton is longer than the snapshot")
+        with data[:chunks_end] as chunks:
+            reader = _Chunks(chunks, 0, between_chunks)
+            payload = reader.restored(marshal.loads(data[chunks_end:skeleton_end]))
+            if reader.position != chunks_end:
+                raise ValueError("chunks the skeleton does not name")
         return payload
     except (EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
         log.warning("ignoring the unreadable start snapshot %s (%s); the files are read instead", path, exc)
@@ -150,46 +158,74 @@ class _Chunks:
         return value
 
 
-def _chunked(value: Any, chunks: list[bytes]) -> Any:
-    """The payload with every container past CHUNK_ITEMS items replaced by its marker, its chunks appended (the
+def _chunked(value: Any, write: Callable[[bytes], None]) -> Any:
+    """The payload with every container past CHUNK_ITEMS items replaced by its marker, its chunks written (the
     items of such a container are kept as they are: large ones hold records, not further large containers)."""
     if type(value) is dict:
         if len(value) > CHUNK_ITEMS:
             items = iter(value.items())
             lengths = []
             while chunk := dict(islice(items, CHUNK_ITEMS)):
-                chunks.append(marshal.dumps(chunk))
-                lengths.append(len(chunks[-1]))
+                encoded = marshal.dumps(chunk)
+                write(encoded)
+                lengths.append(len(encoded))
             return (CHUNKED, "dict", tuple(lengths))
-        return {key: _chunked(item, chunks) for key, item in value.items()}
+        return {key: _chunked(item, write) for key, item in value.items()}
     if type(value) is list:
         if len(value) > CHUNK_ITEMS:
-            encoded = [marshal.dumps(value[start : start + CHUNK_ITEMS]) for start in range(0, len(value), CHUNK_ITEMS)]
-            chunks.extend(encoded)
-            return (CHUNKED, "list", tuple(map(len, encoded)))
-        return [_chunked(item, chunks) for item in value]
+            lengths = []
+            for start in range(0, len(value), CHUNK_ITEMS):
+                encoded = marshal.dumps(value[start : start + CHUNK_ITEMS])
+                write(encoded)
+                lengths.append(len(encoded))
+            return (CHUNKED, "list", tuple(lengths))
+        return [_chunked(item, write) for item in value]
     return value
 
 
-def encode_snapshot(tag: str, payload: Any) -> bytes:
-    """The snapshot file's bytes (made with the store held; written after it is let go)."""
-    chunks: list[bytes] = []
-    skeleton = marshal.dumps(_chunked(payload, chunks))
-    data = b"".join([SKELETON_LENGTH.pack(len(skeleton)), skeleton, *chunks])
-    header = b" ".join([MAGIC, tag.encode("ascii"), str(zlib.crc32(data)).encode(), str(len(data)).encode()])
-    return header + b"\n" + data
+def _header(tag: str, crc: int, length: int) -> bytes:
+    """Of one width whatever the numbers (a crc32 has at most 10 digits), so it can be written over its
+    placeholder."""
+    return b" ".join([MAGIC, tag.encode("ascii"), b"%010d" % crc, b"%020d" % length]) + b"\n"
 
 
-def write_snapshot(path: Path, content: bytes) -> None:
-    """Write a snapshot atomically (not fsynced: losing it costs one slower start), after removing what a writer
-    killed mid-write left of an earlier one (a temp file as big as the snapshot) a while ago."""
+class _Checksummed:
+    """Writes the data to the file, counting its length and crc32 as the header will state them."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle, self.crc, self.length = handle, 0, 0
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(data)
+        self.crc = zlib.crc32(data, self.crc)
+        self.length += len(data)
+
+
+def _encode_into(handle: BinaryIO, tag: str, payload: Any) -> int:
+    handle.write(_header(tag, 0, 0))
+    data = _Checksummed(handle)
+    skeleton = marshal.dumps(_chunked(payload, data.write))
+    data.write(skeleton)
+    data.write(SKELETON_LENGTH.pack(len(skeleton)))
+    header = _header(tag, data.crc, data.length)
+    handle.seek(0)
+    handle.write(header)
+    return len(header) + data.length
+
+
+def write_snapshot(path: Path, tag: str, payload: Any) -> int:
+    """Write a snapshot of `payload` (made with the store held; written after it is let go) atomically, not
+    fsynced (losing it costs one slower start), after removing what a writer killed mid-write left of an earlier
+    one (a temp file as big as the snapshot) a while ago; its size in bytes. Raises OSError, or ValueError for a
+    value marshal cannot write, leaving the earlier snapshot as it was."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache folder
     cutoff = time.time() - STALE_TEMP_SECONDS  # a younger one may be another process's write in progress
     for temp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
         with contextlib.suppress(OSError):
             if temp.stat().st_mtime < cutoff:
                 temp.unlink()
-    atomic_write(path, content, durable=False)
+    with atomic_writer(path, durable=False) as handle:
+        size = _encode_into(handle, tag, payload)
     # The snapshots of memories gone or unused for a month (each as big as its memory) are let go; one in use is
     # rewritten when its memory changes, or touched when it is restored.
     cutoff = time.time() - UNUSED_SNAPSHOT_DAYS * 86_400
@@ -197,6 +233,7 @@ def write_snapshot(path: Path, content: bytes) -> None:
         with contextlib.suppress(OSError):
             if other != path and other.stat().st_mtime < cutoff:
                 other.unlink()
+    return size
 
 
 def mark_used(path: Path) -> None:

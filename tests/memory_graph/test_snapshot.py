@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 import zlib
 from array import array
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.search import SubstringIndex
 from memory_graph.storage import Store
+from memory_graph.storage.snapshot import read_snapshot, write_snapshot
 from tests.conftest import Engine
 from tests.memory_graph.test_stdio import INITIALIZE, INITIALIZED
 
@@ -885,6 +887,31 @@ def test_a_snapshot_with_large_containers_is_written_in_chunks_and_restored_as_l
     cut = restarted(folder, cache)
     assert not cut.store.restored_from_snapshot
     assert answers(cut) == answers(services(folder, tmp_path / "fresh"))
+
+
+def test_a_snapshot_is_written_chunk_by_chunk_without_holding_its_bytes_whole(tmp_path: Path) -> None:
+    payload = {"parts": {"graph": [f"record {i} of the memory" for i in range(300_000)], "small": {"k": [1, 2]}}}
+    path = tmp_path / "snapshots" / "memory.bin"
+    tracemalloc.start()
+    try:
+        size = write_snapshot(path, "tag1", payload)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert size == path.stat().st_size > 5_000_000
+    assert peak < size / 10  # a chunk at a time (encoded whole and joined, the bytes were held three times over)
+    assert read_snapshot(path, "tag1") == payload
+    assert read_snapshot(path, "other code") is None
+
+
+def test_a_snapshot_that_cannot_be_written_leaves_the_earlier_one_and_no_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / "snapshots" / "memory.bin"
+    write_snapshot(path, "tag1", {"parts": list(range(20_000))})
+    unwritable = {"parts": [*range(20_000), object()]}  # marshal refuses the object in the last chunk
+    with pytest.raises(ValueError):
+        write_snapshot(path, "tag1", unwritable)
+    assert read_snapshot(path, "tag1") == {"parts": list(range(20_000))}
+    assert [p.name for p in path.parent.iterdir()] == ["memory.bin"]
 
 
 def _pause_outside_the_hold(built: Services, monkeypatch: Any) -> tuple[threading.Event, threading.Event]:
