@@ -63,6 +63,7 @@ from memory_graph.semantic import SemanticIndex
 from memory_graph.storage import (
     Key,
     ReadsWhileLoading,
+    SnapshotStream,
     StoreEngine,
     Transaction,
     code_tag,
@@ -204,10 +205,10 @@ class EntityTable(Mapping[str, dict[str, Any]]):
                 return
         self.held[name] = (ordinal, record)
 
-    def packed(self) -> dict[str, tuple[Any, ...]]:
-        """The table as a restore holds it: each plain entity's observations joined in one string, unless one of
-        them holds the separator (see the class)."""
-        return {name: _packed(held) if len(held) > 3 else held for name, held in self.held.items()}
+    def packed(self) -> Iterator[tuple[str, tuple[Any, ...]]]:
+        """The table as a restore holds it, entity by entity: each plain entity's observations joined in one
+        string, unless one of them holds the separator (see the class)."""
+        return ((name, _packed(held) if len(held) > 3 else held) for name, held in self.held.items())
 
     def remove(self, name: str) -> None:
         del self.held[name]
@@ -457,7 +458,7 @@ class GraphState:
         place = dict(zip(names, range(len(names)), strict=True))
         keys = list(self.relations)
         return {
-            "entities": self.entities.packed(),
+            "entities": SnapshotStream("dict", self.entities.packed()),  # packed as it is written
             "elsewhere": self._elsewhere,
             "hidden_lessons": self._hidden_lessons,
             "relation_from": array("q", map(place.__getitem__, map(itemgetter(0), keys))).tobytes(),

@@ -43,7 +43,7 @@ from memory_graph.storage.engine import (
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.layout import folder_usage
 from memory_graph.storage.side_cache import read_side_cache, write_side_cache
-from memory_graph.storage.snapshot import code_tag
+from memory_graph.storage.snapshot import SnapshotStream, code_tag
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
 from memory_graph.storage.store import Store
 from memory_graph.storage.vectors import read_vectors, write_vectors
@@ -56,6 +56,7 @@ __all__ = [
     "ReadsWhileLoading",
     "RecordCheck",
     "SnapshotCopy",
+    "SnapshotStream",
     "Snapshotting",
     "SourceRecord",
     "Store",

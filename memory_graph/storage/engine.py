@@ -84,7 +84,9 @@ class Snapshotting(Protocol):
         ...
 
     def snapshot_state(self) -> Any:
-        """The state now, called with the store held (`snapshot_copy().snapshot_state()`, for tests and tools)."""
+        """The state now, called with the store held (`snapshot_copy().snapshot_state()`, for tests and tools):
+        plain containers, and `SnapshotStream`s for large tables made as they are written (read once;
+        `snapshot.as_read_back` gives the state as a restore is given it)."""
         ...
 
     def restore_state(self, state: Any) -> None:

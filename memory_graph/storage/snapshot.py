@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import marshal
 import mmap
@@ -32,7 +33,7 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -158,29 +159,44 @@ class _Chunks:
         return value
 
 
+class SnapshotStream:
+    """A large container of the payload given by its items, made only as the writer reaches them: a table
+    written chunk by chunk never exists whole in memory beside the one it is made from (a million packed entities
+    are ~280 MB). Read back as the dict (items given as pairs) or list it stands for."""
+
+    def __init__(self, kind: str, items: Iterable[Any]) -> None:
+        if kind not in ("dict", "list"):
+            raise ValueError(f"a stream is of a dict or a list, not {kind!r}")
+        self.kind, self.items = kind, items
+
+
 def _chunked(value: Any, write: Callable[[bytes], None]) -> Any:
-    """The payload with every container past CHUNK_ITEMS items replaced by its marker, its chunks written (the
-    items of such a container are kept as they are: large ones hold records, not further large containers)."""
+    """The payload with every container past CHUNK_ITEMS items (and every SnapshotStream) replaced by its marker, its
+    chunks written (the items of such a container are kept as they are: large ones hold records, not further large
+    containers)."""
+    if type(value) is SnapshotStream:
+        return _written_in_chunks(value.kind, iter(value.items), write)
     if type(value) is dict:
         if len(value) > CHUNK_ITEMS:
-            items = iter(value.items())
-            lengths = []
-            while chunk := dict(islice(items, CHUNK_ITEMS)):
-                encoded = marshal.dumps(chunk)
-                write(encoded)
-                lengths.append(len(encoded))
-            return (CHUNKED, "dict", tuple(lengths))
+            return _written_in_chunks("dict", iter(value.items()), write)
         return {key: _chunked(item, write) for key, item in value.items()}
     if type(value) is list:
         if len(value) > CHUNK_ITEMS:
-            lengths = []
-            for start in range(0, len(value), CHUNK_ITEMS):
-                encoded = marshal.dumps(value[start : start + CHUNK_ITEMS])
-                write(encoded)
-                lengths.append(len(encoded))
-            return (CHUNKED, "list", tuple(lengths))
+            return _written_in_chunks("list", iter(value), write)
         return [_chunked(item, write) for item in value]
     return value
+
+
+def _written_in_chunks(
+    kind: str, items: Iterator[Any], write: Callable[[bytes], None]
+) -> tuple[str, str, tuple[int, ...]]:
+    make = dict if kind == "dict" else list
+    lengths = []
+    while chunk := make(islice(items, CHUNK_ITEMS)):
+        encoded = marshal.dumps(chunk)
+        write(encoded)
+        lengths.append(len(encoded))
+    return (CHUNKED, kind, tuple(lengths))
 
 
 def _header(tag: str, crc: int, length: int) -> bytes:
@@ -211,6 +227,16 @@ def _encode_into(handle: BinaryIO, tag: str, payload: Any) -> int:
     handle.seek(0)
     handle.write(header)
     return len(header) + data.length
+
+
+def as_read_back(payload: Any) -> Any:
+    """The payload as a snapshot of it reads back (streams made into their containers, arrays into bytes): what a
+    restore is given, for tests and tools."""
+    buffer = io.BytesIO()
+    _encode_into(buffer, "read-back", payload)
+    header, _, data = buffer.getvalue().partition(b"\n")
+    with memoryview(data) as view:
+        return _payload(Path("<memory>"), header.rsplit(b" ", 3), view, lambda: None)
 
 
 def write_snapshot(path: Path, tag: str, payload: Any) -> int:

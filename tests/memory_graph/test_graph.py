@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import marshal
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from memory_graph.errors import NotFoundError
 from memory_graph.graph import GraphService, GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation, entity_view
+from memory_graph.storage.snapshot import as_read_back
 from tests.conftest import FILES_ONLY, open_graph
 
 pytestmark = pytest.mark.usefixtures("each_engine")
@@ -359,7 +359,7 @@ def test_a_shared_lesson_behind_an_entity_of_the_same_name_shows_once_the_entity
         state.records_changed("lesson", [], [dict(changed)])
         assert state.entities["PORT"] == entity
         restored = GraphState()
-        restored.restore_state(marshal.loads(marshal.dumps(state.snapshot_state())))
+        restored.restore_state(as_read_back(state.snapshot_state()))
         for each in (state, restored):
             each.records_changed("memory", [("entity", "PORT")], [])
             assert each.entities["PORT"] == changed and each.home("PORT") == "lesson"

@@ -33,7 +33,7 @@ from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.search import SubstringIndex
 from memory_graph.storage import Store
-from memory_graph.storage.snapshot import read_snapshot, write_snapshot
+from memory_graph.storage.snapshot import as_read_back, read_snapshot, write_snapshot
 from tests.conftest import Engine
 from tests.memory_graph.test_stdio import INITIALIZE, INITIALIZED
 
@@ -303,7 +303,7 @@ def test_a_graph_state_that_cannot_be_restored_leaves_the_graph_as_it_was(damage
             {"type": "relation", "from": "B", "to": "A", "relationType": "knows"},
         ],
     )
-    state = live.snapshot_state()
+    state = as_read_back(live.snapshot_state())
     restored = GraphState()
     restored.restore_state(state)
     assert (restored.entities, restored.relations, restored.by_node) == (live.entities, live.relations, live.by_node)
@@ -407,7 +407,7 @@ def test_a_search_index_state_that_cannot_be_restored_leaves_the_index_as_it_was
 def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(seed: int) -> None:
     live = random_graph(random.Random(seed))
     restored = GraphState()
-    restored.restore_state(marshal.loads(marshal.dumps(live.snapshot_state())))  # as the snapshot file holds it
+    restored.restore_state(as_read_back(live.snapshot_state()))  # as the snapshot file holds it
     assert list(restored.entities.items()) == list(live.entities.items())
     assert restored._elsewhere == live._elsewhere
     assert [restored.ordinal(n) for n in restored.entities] == [live.ordinal(n) for n in live.entities]
@@ -448,7 +448,7 @@ def test_an_entity_reads_back_its_observations_exactly_also_after_a_restore(obse
     record = {"type": "entity", "name": "E", "entityType": "t", "observations": observations}
     live.records_changed("memory", [], [dict(record)])
     restored = GraphState()
-    restored.restore_state(marshal.loads(marshal.dumps(live.snapshot_state())))
+    restored.restore_state(as_read_back(live.snapshot_state()))
     for state in (live, restored):
         assert state.entities["E"] == record
         assert state.entities.view("E") == {"name": "E", "entityType": "t", "observations": observations}
@@ -469,12 +469,12 @@ def test_a_restored_graph_changed_after_the_restore_holds_what_the_live_one_does
     every name's relations and degree through them, and through a second snapshot."""
     live = random_graph(random.Random(seed))
     restored = GraphState()
-    restored.restore_state(marshal.loads(marshal.dumps(live.snapshot_state())))
+    restored.restore_state(as_read_back(live.snapshot_state()))
     for each in (live, restored):
         random_changes(each, random.Random(seed + 1000), 150)
     for graph in (restored, again := GraphState()):
         if graph is again:
-            again.restore_state(marshal.loads(marshal.dumps(restored.snapshot_state())))
+            again.restore_state(as_read_back(restored.snapshot_state()))
         assert relations_by_name(graph) == relations_by_name(live)
         for name, held in live.by_node.items():  # a few relations keep their order (a hub's set, or a tuple
             if isinstance(held, tuple) and isinstance(graph.by_node[name], tuple):  # from a set shrunk, has none)
@@ -989,7 +989,7 @@ def test_a_save_made_while_others_write_restores_what_the_files_hold(
     original_copy = first.store._collection_copy
 
     def recording_copy() -> Any:  # with the store held: what each part holds now, as the snapshot file keeps it
-        at_copy.update({part.snapshot_name: marshal.dumps(part.snapshot_state()) for part in parts})
+        at_copy.update({part.snapshot_name: marshal.dumps(as_read_back(part.snapshot_state())) for part in parts})
         return original_copy()
 
     monkeypatch.setattr(first.store, "_collection_copy", recording_copy)
@@ -1000,7 +1000,7 @@ def test_a_save_made_while_others_write_restores_what_the_files_hold(
 
             class Recorded:
                 def snapshot_state(self) -> Any:
-                    state = taken.snapshot_state()
+                    state = as_read_back(taken.snapshot_state())  # (its streams made once, here)
                     made[name] = marshal.dumps(state)
                     return state
 
