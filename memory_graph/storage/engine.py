@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 # Below this many records a load takes well under a tenth of a second: no snapshot is worth its file.
 SNAPSHOT_MIN_RECORDS = 20_000
-SNAPSHOT_FORMAT = "3"  # 3: large containers in chunks, the file mapped (snapshot.py)
+SNAPSHOT_FORMAT = "4"  # 3: large containers in chunks, the file mapped; 4: the skeleton after the chunks (snapshot.py)
 
 
 class ChangeListener(Protocol):
