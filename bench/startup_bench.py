@@ -62,9 +62,10 @@ def megabytes(kib: float) -> float:
     return kib * 1024 / 1e6
 
 
-def rss_kb(pid: int) -> int:
+def rss_kb(pid: int, field: str = "VmRSS") -> int:
+    """The process's RSS in KiB, or with `field="VmHWM"` the most it has held since it started."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
 
@@ -156,10 +157,11 @@ def cold_start(
     extra_env: dict[str, str] | None = None,
     settle: float = 0,
     holder: Path | None = None,
-) -> tuple[float, float, int, int]:
+) -> tuple[float, float, int, int, int]:
     """(seconds to the initialize answer, seconds to the tool's answer, RSS in KiB after it, and `settle` seconds
-    later: what a long session holds once the load's background work is done). `holder`: the runtime folder of a
-    shared server, whose RSS is the one reported (the measured process only relays to it)."""
+    later: what a long session holds once the load's background work is done, and the most it held until then).
+    `holder`: the runtime folder of a shared server, whose RSS is the one reported (the measured process only
+    relays to it)."""
     env = server_env(memory, extra_env)
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -178,7 +180,8 @@ def cold_start(
         held_by = (shared_server_pid(holder) if holder else None) or process.pid
         at_answer = rss_kb(held_by)
         time.sleep(settle)
-        return initialized, answered, at_answer, rss_kb(held_by) if settle else at_answer
+        settled = rss_kb(held_by) if settle else at_answer
+        return initialized, answered, at_answer, settled, rss_kb(held_by, "VmHWM")
     finally:
         process.kill()
         process.wait()
@@ -189,7 +192,12 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", help="write the figures here")
-    parser.add_argument("--settle", type=float, default=0, help="also measure RSS this many seconds after")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0,
+        help="also measure RSS this many seconds after, and the most the process held until then (VmHWM)",
+    )
     args = parser.parse_args()
     ours = [sys.executable, "-m", "memory_graph"]
     servers = {"memory-graph": ours, "memory-graph restart": ours, "memory-graph shared": ours}
@@ -215,7 +223,7 @@ def main() -> int:
                         if name.endswith(("restart", "shared")):
                             prime(command, copy, tool, arguments, extra)
                         try:
-                            initialized, answered, rss, settled = cold_start(
+                            initialized, answered, rss, settled, peak = cold_start(
                                 command, copy, tool, arguments, extra, args.settle, runtime if extra else None
                             )
                         finally:
@@ -227,6 +235,7 @@ def main() -> int:
                         row.setdefault(f"RSS after {tool} MB", []).append(megabytes(rss))
                         if args.settle:
                             row.setdefault(f"RSS {args.settle:g} s after {tool} MB", []).append(megabytes(settled))
+                            row.setdefault(f"most RSS by then ({tool}) MB", []).append(megabytes(peak))
                         shutil.rmtree(copy.parent)
             medians = {name: {k: statistics.median(v) for k, v in row.items()} for name, row in figures.items()}
             results[str(size)] = {"disk MB": disk / 1e6, **medians}
