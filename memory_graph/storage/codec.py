@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from sys import intern
@@ -266,21 +266,49 @@ def checked_record(
     return record, why
 
 
+@dataclass
+class SplitText:
+    """A shard's text cut into its lines, with what the parse needs to know of the whole text: the text itself
+    can be let go before the lines are parsed (a million entities' file is 389 MB of text, held beside every line
+    and every parsed record otherwise)."""
+
+    lines: list[str]  # the lines that are not blank, "\r" endings removed
+    numbers: list[int] | None  # each one's 1-based line number; None when no line is blank (line i is number i + 1)
+    lines_in_file: int
+    lines_as_written: bool  # no line ends in "\r"
+    # JavaScript writes half an emoji as a lone surrogate escape ("\ud83d"), which no UTF-8 text can hold.
+    repair_text: bool
+
+    @classmethod
+    def of(cls, text: str) -> SplitText:
+        """Splits on "\\n" only: U+2028 inside a string is data, not a line break."""
+        as_written = "\r" not in text
+        raw = text.split("\n")
+        if raw and raw[-1] == "":
+            raw.pop()  # the last line's newline
+        lines = raw if as_written else [line.removesuffix("\r") for line in raw]
+        numbers = None
+        if not all(map(str.strip, lines)):  # blank lines: left out, the others keep their numbers
+            numbers = [i for i, line in enumerate(lines, start=1) if line.strip()]
+            lines = [line for line in lines if line.strip()]
+        return cls(lines, numbers, len(raw), as_written, SURROGATE_ESCAPE.search(text) is not None)
+
+    def numbered(self) -> Iterable[tuple[int, str]]:
+        return zip(self.numbers or range(1, len(self.lines) + 1), self.lines, strict=True)
+
+
 def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> ParsedFile:
     """Parse a whole shard. Splits on "\\n" only: U+2028 inside a string is data, not a line break."""
-    parsed = ParsedFile()
-    parsed.lines_in_file = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    parsed.lines_as_written = "\r" not in text
-    present = [
-        (number, line)
-        for number, line in enumerate((raw.removesuffix("\r") for raw in text.split("\n")), start=1)
-        if line.strip()
-    ]
-    # JavaScript writes half an emoji as a lone surrogate escape ("\ud83d"), which no UTF-8 text can hold.
-    repair_text = SURROGATE_ESCAPE.search(text) is not None
-    items = parse_all_at_once([line for _, line in present])
+    return parse_split(path, SplitText.of(text), check)
+
+
+def parse_split(path: Path, split: SplitText, check: RecordCheck | None = None) -> ParsedFile:
+    """Parse a shard's lines (see SplitText)."""
+    parsed = ParsedFile(lines_in_file=split.lines_in_file, lines_as_written=split.lines_as_written)
+    repair_text = split.repair_text
+    items = parse_all_at_once(split.lines)
     if items is not None:
-        for item, (number, line) in zip(items, present, strict=True):
+        for item, (number, line) in zip(items, split.numbered(), strict=True):
             record, _ = checked_record(item, check, repair_text)
             if record is None:
                 break  # a valid object that is not a record: let the careful path name its line
@@ -288,7 +316,7 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
         else:
             return parsed
         parsed = ParsedFile(lines_in_file=parsed.lines_in_file, lines_as_written=parsed.lines_as_written)
-    for number, line in present:
+    for number, line in split.numbered():
         try:
             record, why = checked_record(json.loads(line), check, repair_text)
         except json.JSONDecodeError as exc:
@@ -311,10 +339,12 @@ def read_shard_file(path: Path, check: RecordCheck | None = None) -> ParsedFile:
         st = os.fstat(handle.fileno())
     stat = (st.st_size, st.st_mtime_ns, st.st_ino)
     try:
-        parsed = parse_text(path, data.decode("utf-8"), check)
+        split = SplitText.of(data.decode("utf-8"))  # the decoded text lives only for the split
     except UnicodeDecodeError:
-        parsed = None
-    if parsed is not None:
+        split = None
+    if split is not None:
+        del data  # as big as the file: let go before the parse, whose records are the most a first load holds
+        parsed = parse_split(path, split, check)
         parsed.stat = stat
         return parsed
     parsed = parse_text(path, data.decode("utf-8", errors="replace"), check)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from memory_graph.errors import NotFoundError
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
+from memory_graph.storage.codec import SplitText
 from tests.conftest import open_graph
 
 NAMES = st.sampled_from(["Alice", "alice", "Bob", "Zoë", "北京", "Acme Corp", "a\nb", "x" * 40])
@@ -109,3 +110,24 @@ def test_relations_touching_are_counted_as_they_are_collected(relations: list, c
     )
     touching = {key for key in set(relations) if key[0] in chosen or key[1] in chosen}
     assert state.count_relations_touching(chosen) == len(touching) == len(state.relations_touching(chosen))
+
+
+def _split_as_one_pass(text: str) -> tuple[list[tuple[int, str]], int, bool]:
+    """How the parse read a shard's text before SplitText: the numbered non-blank lines ("\\r" endings removed),
+    the file's line count and whether no line ends in "\\r", all in one pass over the text held whole."""
+    count = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    numbered = [
+        (number, line)
+        for number, line in enumerate((raw.removesuffix("\r") for raw in text.split("\n")), start=1)
+        if line.strip()
+    ]
+    return numbered, count, "\r" not in text
+
+
+@given(st.lists(st.sampled_from(["", " ", "\t", "\r", "a", "{}", "x\r", " y ", "\u2028", "é"]), max_size=12))
+@settings(max_examples=3000, deadline=None)
+def test_a_shard_split_into_lines_numbers_them_as_one_pass_over_the_text_did(parts: list[str]) -> None:
+    text = "\n".join(parts) + ("\n" if len(parts) % 2 else "")
+    split = SplitText.of(text)
+    numbered, count, as_written = _split_as_one_pass(text)
+    assert (list(split.numbered()), split.lines_in_file, split.lines_as_written) == (numbered, count, as_written)
