@@ -25,6 +25,7 @@ from memory_graph.storage.codec import (
     HISTORY,
     Key,
     RecordCheck,
+    SplitText,
     entity_key,
     merge_records,
     record_key,
@@ -43,7 +44,7 @@ from memory_graph.storage.engine import (
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.layout import folder_usage
 from memory_graph.storage.side_cache import read_side_cache, write_side_cache
-from memory_graph.storage.snapshot import SnapshotStream, code_tag
+from memory_graph.storage.snapshot import SnapshotStream, as_read_back, code_tag, read_snapshot, write_snapshot
 from memory_graph.storage.sources import SourceRecord, files_to_import, read_source
 from memory_graph.storage.store import Store
 from memory_graph.storage.vectors import read_vectors, write_vectors
@@ -59,10 +60,12 @@ __all__ = [
     "SnapshotStream",
     "Snapshotting",
     "SourceRecord",
+    "SplitText",
     "Store",
     "StoreEngine",
     "Taken",
     "Transaction",
+    "as_read_back",
     "atomic_write",
     "code_tag",
     "copy_records",
@@ -71,11 +74,13 @@ __all__ = [
     "folder_usage",
     "merge_records",
     "read_side_cache",
+    "read_snapshot",
     "read_source",
     "read_vectors",
     "record_key",
     "relation_key",
     "write_side_cache",
+    "write_snapshot",
     "write_vectors",
 ]
 

@@ -9,7 +9,7 @@ import pytest
 from memory_graph.errors import NotFoundError
 from memory_graph.graph import GraphService, GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation, entity_view
-from memory_graph.storage.snapshot import as_read_back
+from memory_graph.storage import as_read_back
 from tests.conftest import FILES_ONLY, open_graph
 
 pytestmark = pytest.mark.usefixtures("each_engine")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from memory_graph.errors import NotFoundError
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
-from memory_graph.storage.codec import SplitText
+from memory_graph.storage import SplitText
 from tests.conftest import open_graph
 
 NAMES = st.sampled_from(["Alice", "alice", "Bob", "Zoë", "北京", "Acme Corp", "a\nb", "x" * 40])

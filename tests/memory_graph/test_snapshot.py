@@ -32,8 +32,7 @@ from memory_graph.errors import StaleShardError
 from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.search import SubstringIndex
-from memory_graph.storage import Store
-from memory_graph.storage.snapshot import as_read_back, read_snapshot, write_snapshot
+from memory_graph.storage import Store, as_read_back, read_snapshot, write_snapshot
 from tests.conftest import Engine
 from tests.memory_graph.test_stdio import INITIALIZE, INITIALIZED
 
