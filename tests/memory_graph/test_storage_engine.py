@@ -286,3 +286,19 @@ def test_a_crash_in_the_middle_of_a_multi_shard_repair_is_finished_or_undone_on_
         assert heard.calls == [("memory", [], [ent("E0", "x", "y"), ent("E1"), ent("E2", "lesson copy")])]
     else:
         assert not fresh.check().ok
+
+
+def test_a_load_is_heard_in_slices_in_file_order(tmp_path: Path) -> None:
+    """A first load's records reach the listeners `notify_slice` at a time, in file order, every one once (each
+    slice can then be let go once heard: a large load's parsed records no longer all live until the last)."""
+    records = [ent(f"E{i}", f"fact {i}") for i in range(10)]
+    relation = {"type": "relation", "from": "E0", "to": "E9", "relationType": "knows"}
+    write_shard(tmp_path / "memory.json", *(line(r) for r in [*records, relation]))
+    store = Store({"memory": tmp_path / "memory.json", "lesson": tmp_path / "lesson.json"}, shard_lines=100)
+    store.notify_slice = 4
+    heard = Recorder()
+    store.add_listener(heard)
+    store.open()
+    memory_calls = [upserted for collection, removed, upserted in heard.calls if collection == "memory"]
+    assert [len(call) for call in memory_calls] == [4, 4, 3]
+    assert [record for call in memory_calls for record in call] == [*records, relation]
