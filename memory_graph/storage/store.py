@@ -366,10 +366,9 @@ class Store(StoreEngine):
                 change = Reloaded(change.removed, [*appended, *change.upserted])
                 change = self._set_aside_unfinished_appends(collection, change)
                 new_events = change.upserted
+            if collection.name == HISTORY or change.removed:
                 self._notify(collection.name, change.removed, change.upserted)
-            elif change.removed:
-                self._notify(collection.name, change.removed, change.upserted)
-            else:  # (the usual first load: every record new)
+            else:  # records new or changed only (a first load's, all of them): heard in slices
                 self._notify_taking(collection.name, change.upserted)
         if new_events:
             self._roll_forward(new_events)
