@@ -65,12 +65,9 @@ def reset_peak_rss() -> None:
 
 def peak_rss_mb() -> float:
     sys.path.insert(0, str(Path(__file__).parent))
-    from startup_bench import megabytes
+    from startup_bench import megabytes, rss_kb
 
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return megabytes(int(line.split()[1]))
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    return megabytes(rss_kb(os.getpid(), "VmHWM"))
 
 
 def measure(entities: int) -> dict[str, float]:

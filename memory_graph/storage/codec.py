@@ -290,7 +290,7 @@ class SplitText:
         numbers = None
         if not all(map(str.strip, lines)):  # blank lines: left out, the others keep their numbers
             numbers = [i for i, line in enumerate(lines, start=1) if line.strip()]
-            lines = [line for line in lines if line.strip()]
+            lines = [lines[number - 1] for number in numbers]
         return cls(lines, numbers, len(raw), as_written, SURROGATE_ESCAPE.search(text) is not None)
 
     def numbered(self) -> Iterable[tuple[int, str]]:
@@ -343,7 +343,7 @@ def read_shard_file(path: Path, check: RecordCheck | None = None) -> ParsedFile:
     except UnicodeDecodeError:
         split = None
     if split is not None:
-        del data  # as big as the file: let go before the parse, whose records are the most a first load holds
+        del data  # as big as the file: let go before the parse adds every record to the lines
         parsed = parse_split(path, split, check)
         parsed.stat = stat
         return parsed

@@ -81,7 +81,7 @@ def read_snapshot(path: Path, tag: str, between_chunks: Callable[[], None] = lam
     except (OSError, ValueError) as exc:
         log.warning("ignoring the start snapshot %s (%s); the files are read instead", path, exc)
         return None
-    fields = header.rstrip(b"\n").rsplit(b" ", 3)
+    fields = _header_fields(header)
     if mapped is None or len(fields) != 4 or fields[0] != MAGIC or fields[1].decode("ascii", "replace") != tag:
         if mapped is not None:
             mapped.close()
@@ -112,7 +112,7 @@ def _payload(path: Path, fields: list[bytes], data: memoryview, between_chunks: 
         if chunks_end < 0:
             raise ValueError("the skeleton is longer than the snapshot")
         with data[:chunks_end] as chunks:
-            reader = _Chunks(chunks, 0, between_chunks)
+            reader = _Chunks(chunks, between_chunks)
             payload = reader.restored(marshal.loads(data[chunks_end:skeleton_end]))
             if reader.position != chunks_end:
                 raise ValueError("chunks the skeleton does not name")
@@ -125,8 +125,8 @@ def _payload(path: Path, fields: list[bytes], data: memoryview, between_chunks: 
 class _Chunks:
     """Reads the chunks that follow the skeleton, in order (see the module's doc)."""
 
-    def __init__(self, data: memoryview, position: int, between_chunks: Callable[[], None]) -> None:
-        self.data, self.position, self.between_chunks = data, position, between_chunks
+    def __init__(self, data: memoryview, between_chunks: Callable[[], None]) -> None:
+        self.data, self.position, self.between_chunks = data, 0, between_chunks
 
     def next(self, length: int) -> Any:
         self.between_chunks()
@@ -205,6 +205,11 @@ def _header(tag: str, crc: int, length: int) -> bytes:
     return b" ".join([MAGIC, tag.encode("ascii"), b"%010d" % crc, b"%020d" % length]) + b"\n"
 
 
+def _header_fields(header: bytes) -> list[bytes]:
+    """The header's words, its tag, crc32 and length the last three (see `_header`)."""
+    return header.rstrip(b"\n").rsplit(b" ", 3)
+
+
 class _Checksummed:
     """Writes the data to the file, counting its length and crc32 as the header will state them."""
 
@@ -236,7 +241,7 @@ def as_read_back(payload: Any) -> Any:
     _encode_into(buffer, "read-back", payload)
     header, _, data = buffer.getvalue().partition(b"\n")
     with memoryview(data) as view:
-        return _payload(Path("<memory>"), header.rsplit(b" ", 3), view, lambda: None)
+        return _payload(Path("<memory>"), _header_fields(header), view, lambda: None)
 
 
 def write_snapshot(path: Path, tag: str, payload: Any) -> int:
