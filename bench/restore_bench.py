@@ -2,10 +2,11 @@
 and 2N relations is written in the official format and loaded once; its snapshot is saved (timed: `save_s` in all,
 and `read_waited_s`, how long a read arriving 5 ms after the save began waited for the part made with the store
 held; the RSS after that first load, after its warm-up builds the search index, and after the save, and the most
-the process held while it saved, `save_peak_mb`); then a fresh
-process restores it (timed:
-`store.open()`, what a restart does before its first answer) and reports its RSS once the restore is done and the
-freed heap is handed back. Pass `--code` to measure another checkout (a `git worktree`) alternately in the same run.
+the process held while it saved, `save_peak_mb`); then the memory is taken again from that snapshot as the server
+does after a full read (`hold_as_restored`: `held_as_restored_s`, and the RSS it leaves, `held_as_restored_rss_mb`).
+A fresh process then restores the snapshot (timed: `store.open()`, what a restart does before its first answer)
+and reports its RSS once the restore is done and the freed heap is handed back. Pass `--code` to measure another
+checkout (a `git worktree`) alternately in the same run.
 
     .venv/bin/python bench/restore_bench.py --entities 100000 --runs 3
     .venv/bin/python bench/restore_bench.py --entities 100000 --runs 3 --code /path/to/other/worktree
@@ -85,19 +86,37 @@ def measure(entities: int) -> dict[str, float]:
         reset_peak_rss()
         # A read arriving just after the save began waits for the part made with the store held.
         outcome: list[bool] = []
-        saving = threading.Thread(target=lambda: outcome.append(first.store.save_snapshot()))
+        timings: list[float] = []
+        saved_event, measured = threading.Event(), threading.Event()
+
+        def save_then_hold_as_restored() -> None:
+            # One thread for both, as the server's load thread does them: glibc gives each thread its own heap,
+            # and what one thread's heap keeps is not handed back by another's frees.
+            outcome.append(first.store.save_snapshot())
+            saved_event.set()
+            measured.wait()
+            began = time.perf_counter()
+            outcome.append(first.store.hold_as_restored())
+            timings.append(time.perf_counter() - began)
+
+        saving = threading.Thread(target=save_then_hold_as_restored)
         started = time.perf_counter()
         saving.start()
         time.sleep(0.005)
         arrived = time.perf_counter()
         with first.store.reading():
             waited = time.perf_counter() - arrived
-        saving.join()
+        saved_event.wait()
         saved = time.perf_counter() - started
         save_peak = peak_rss_mb()
         assert outcome == [True], "the snapshot was not saved"
         size = sum(p.stat().st_size for p in (folder / "cache").rglob("*.bin")) / 1e6
         saved_rss = settled_rss_mb()
+        measured.set()
+        saving.join()
+        assert outcome == [True, True], "the memory was not taken again from its snapshot"
+        held_s = timings[0]
+        held_rss = settled_rss_mb()
         first.store.close()
         command = [sys.executable, __file__, "--restore", str(folder)]
         done = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ)
@@ -107,6 +126,8 @@ def measure(entities: int) -> dict[str, float]:
             "warmed_rss_mb": warmed,
             "save_peak_mb": save_peak,
             "saved_rss_mb": saved_rss,
+            "held_as_restored_s": held_s,
+            "held_as_restored_rss_mb": held_rss,
         }
         return {**first_load, "read_waited_s": waited, "save_s": saved, "snapshot_mb": size, **restored}
 

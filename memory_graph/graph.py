@@ -415,6 +415,10 @@ class GraphState:
     snapshot_name = "graph"
 
     def __init__(self) -> None:
+        self.hold_nothing()
+
+    def hold_nothing(self) -> None:
+        """Hold no graph (before a load, or to be restored again: `StoreEngine.hold_as_restored`)."""
         self.entities = EntityTable()
         # The entities a collection other than the memory's holds (lessons), by name: at a million entities a map
         # of every name to its collection took half a second of each restart to rebuild.

@@ -34,6 +34,7 @@ from memory_graph.storage.codec import (
 from memory_graph.storage.engine import (
     ChangeListener,
     ReadsWhileLoading,
+    Refillable,
     SnapshotCopy,
     Snapshotting,
     StoreEngine,
@@ -56,6 +57,7 @@ __all__ = [
     "Key",
     "ReadsWhileLoading",
     "RecordCheck",
+    "Refillable",
     "SnapshotCopy",
     "SnapshotStream",
     "Snapshotting",

@@ -29,6 +29,7 @@ from memory_graph.storage import snapshot as snapshot_module
 from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import HISTORY, Key
 from memory_graph.storage.history_log import change_events
+from memory_graph.storage.layout import FileStat
 from memory_graph.storage.placement import Changes
 from memory_graph.storage.snapshot import code_tag, mark_used, read_snapshot, write_snapshot
 
@@ -92,6 +93,16 @@ class Snapshotting(Protocol):
 
     def restore_state(self, state: Any) -> None:
         """Take a state `snapshot_state` made, before any record is heard; all or nothing (raise, change none)."""
+        ...
+
+
+@runtime_checkable
+class Refillable(Snapshotting, Protocol):
+    """A part whose state can be let go and taken again from the snapshot it was just saved in
+    (`StoreEngine.hold_as_restored`)."""
+
+    def hold_nothing(self) -> None:
+        """Hold nothing, as before any record was heard."""
         ...
 
 
@@ -190,6 +201,8 @@ class StoreEngine(ABC):
         self._snapshot_behind = True  # whether what is held differs from the snapshot on disk
         self._snapshot_saving = threading.Lock()
         self.restored_from_snapshot = False  # for tests and benchmarks
+        # The file the last save wrote (`write_snapshot`'s stat), while it is what a full read holds.
+        self._saved_after_full_read: FileStat | None = None
 
     # -- what each engine provides ---------------------------------------------------------------------------
     def _give_way(self) -> None:
@@ -387,7 +400,7 @@ class StoreEngine(ABC):
             states = {name: copies.pop(name).snapshot_state() for name in list(copies)}
             payload = {"collections": kept, "parts": states}
             try:
-                size = write_snapshot(path, tag, payload)
+                written = write_snapshot(path, tag, payload)
             except ValueError as exc:  # a value marshal cannot write: nothing JSON holds, so never expected
                 log.warning("could not make the start snapshot (%s); the next start reads everything", exc)
                 return False
@@ -396,12 +409,58 @@ class StoreEngine(ABC):
                 return False
             with self._held():
                 self._collections_saved(kept)
+                if not self.restored_from_snapshot:
+                    self._saved_after_full_read = written
             made = True
         finally:
             if not made:
                 self._snapshot_failed()
-        log.info("start snapshot written: %s (%.1f MB)", path, size / 1e6)
+        log.info("start snapshot written: %s (%.1f MB)", path, written[0] / 1e6)
         return True
+
+    def hold_as_restored(self) -> bool:
+        """Once after a full read (not a restore) whose snapshot was saved, while nothing changed since: let go of
+        the collections' bookkeeping and of the parts that can be refilled (`Refillable`), and take them again
+        from that snapshot, as a restart does; whether it was done. Why: a full read leaves what it keeps
+        scattered among the holes of the records it parsed and let go, which the heap cannot hand back; taken
+        again with those let go first, it is laid out together, as a restart's is (in process at a million
+        entities, 2.21 -> 1.79 GB; at 100k, 265 -> 218 MB). The store is held meanwhile: a call waits for the
+        restore's time (0.5 s at 100k entities, 9 s at a million), so the server does this when no call is
+        being served. The other parts keep what they hold (the same records)."""
+        with self._snapshot_saving, self._held(), collector_paused(freeze=True):
+            written, self._saved_after_full_read = self._saved_after_full_read, None
+            if written is None or self._snapshot is None or self._snapshot_behind or not self._opened:
+                return False
+            parts = self._snapshot_parts()
+            refilled = [part for part in parts if isinstance(part, Refillable)]
+            let_go = False
+
+            def let_go_of_all() -> None:
+                nonlocal let_go
+                let_go = True
+                self._forget_collections()
+                for part in refilled:
+                    part.hold_nothing()
+
+            payload = read_snapshot(self._snapshot, self._snapshot_tag(parts), self._give_way, written, let_go_of_all)
+            if not let_go:
+                return False  # replaced or damaged since it was written: nothing was let go
+            try:
+                if not isinstance(payload, dict):
+                    raise ValueError("it could not be read back")
+                self._restore_collections(payload["collections"])
+                for part in refilled:
+                    part.restore_state(payload["parts"][part.snapshot_name])
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+                # Never with a snapshot this code just wrote and checked: read everything again at the next call.
+                log.error("could not take the memory again from its snapshot (%s); it is read again", exc)
+                self._forget_collections()
+                for part in refilled:
+                    part.hold_nothing()
+                self._opened = False
+                return False
+            log.info("the memory is held as restored from its snapshot %s", self._snapshot)
+            return True
 
     def _snapshot_failed(self) -> None:
         """The save that said the snapshot was current wrote none: the next save must try again."""

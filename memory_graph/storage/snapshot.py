@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from memory_graph.storage.files import TEMP_SUFFIX, atomic_writer
+from memory_graph.storage.layout import FileStat
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +66,27 @@ def code_tag(modules: Iterable[str], *parts: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def read_snapshot(path: Path, tag: str, between_chunks: Callable[[], None] = lambda: None) -> Any | None:
+def read_snapshot(
+    path: Path,
+    tag: str,
+    between_chunks: Callable[[], None] = lambda: None,
+    written: FileStat | None = None,
+    checked: Callable[[], None] = lambda: None,
+) -> Any | None:
     """The payload, or None when there is none, it is of other code, or it is damaged (logged). `between_chunks`
-    is called before each piece is checked and each chunk read.
+    is called before each piece is checked and each chunk read. With `written`, the file must be the one a save
+    wrote (`write_snapshot`'s stat: it is never changed in place, only replaced), or None is returned. `checked`
+    is called once the checksum matched, before the payload is read.
 
     The file is mapped, not read: its pages come in as the checksum and the chunks reach them, and the whole file
     is never a second copy of the snapshot in memory."""
     try:
         with open(path, "rb") as handle:
             header = handle.readline(MAX_HEADER)
-            size = os.fstat(handle.fileno()).st_size - len(header)
+            st = os.fstat(handle.fileno())
+            if written is not None and (st.st_size, st.st_mtime_ns, st.st_ino) != written:
+                return None  # replaced since (another process's save)
+            size = st.st_size - len(header)
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size > 0 else None
     except FileNotFoundError:
         return None
@@ -88,12 +100,18 @@ def read_snapshot(path: Path, tag: str, between_chunks: Callable[[], None] = lam
         return None  # another version's snapshot (replaced at the next save), or nothing after its header
     try:
         with memoryview(mapped) as whole, whole[len(header) :] as data:
-            return _payload(path, fields, data, between_chunks)
+            return _payload(path, fields, data, between_chunks, checked)
     finally:
         mapped.close()
 
 
-def _payload(path: Path, fields: list[bytes], data: memoryview, between_chunks: Callable[[], None]) -> Any | None:
+def _payload(
+    path: Path,
+    fields: list[bytes],
+    data: memoryview,
+    between_chunks: Callable[[], None],
+    checked: Callable[[], None] = lambda: None,
+) -> Any | None:
     try:
         crc, length = int(fields[2]), int(fields[3])
     except ValueError:
@@ -105,6 +123,7 @@ def _payload(path: Path, fields: list[bytes], data: memoryview, between_chunks: 
     if length != len(data) or checksum != crc:
         log.warning("ignoring the damaged start snapshot %s; the files are read instead", path)
         return None
+    checked()
     try:
         skeleton_end = len(data) - SKELETON_LENGTH.size
         (skeleton_length,) = SKELETON_LENGTH.unpack_from(data, skeleton_end)
@@ -244,11 +263,11 @@ def as_read_back(payload: Any) -> Any:
         return _payload(Path("<memory>"), _header_fields(header), view, lambda: None)
 
 
-def write_snapshot(path: Path, tag: str, payload: Any) -> int:
+def write_snapshot(path: Path, tag: str, payload: Any) -> FileStat:
     """Write a snapshot of `payload` (made with the store held; written after it is let go) atomically, not
     fsynced (losing it costs one slower start), after removing what a writer killed mid-write left of an earlier
-    one (a temp file as big as the snapshot) a while ago; its size in bytes. Raises OSError, or ValueError for a
-    value marshal cannot write, leaving the earlier snapshot as it was."""
+    one (a temp file as big as the snapshot) a while ago; the stat of the file written (its size first). Raises
+    OSError, or ValueError for a value marshal cannot write, leaving the earlier snapshot as it was."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache folder
     cutoff = time.time() - STALE_TEMP_SECONDS  # a younger one may be another process's write in progress
     for temp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
@@ -256,7 +275,9 @@ def write_snapshot(path: Path, tag: str, payload: Any) -> int:
             if temp.stat().st_mtime < cutoff:
                 temp.unlink()
     with atomic_writer(path, durable=False) as handle:
-        size = _encode_into(handle, tag, payload)
+        _encode_into(handle, tag, payload)
+        handle.flush()
+        st = os.fstat(handle.fileno())  # a rename keeps the inode and the time of the last write
     # The snapshots of memories gone or unused for a month (each as big as its memory) are let go; one in use is
     # rewritten when its memory changes, or touched when it is restored.
     cutoff = time.time() - UNUSED_SNAPSHOT_DAYS * 86_400
@@ -264,7 +285,7 @@ def write_snapshot(path: Path, tag: str, payload: Any) -> int:
         with contextlib.suppress(OSError):
             if other != path and other.stat().st_mtime < cutoff:
                 other.unlink()
-    return size
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def mark_used(path: Path) -> None:

@@ -325,7 +325,7 @@ class Store(StoreEngine):
         return {name: functools.partial(kept[name].restored_records, changed[name]) for name in kept}
 
     def _forget_collections(self) -> None:
-        for collection in self.collections.values():
+        for collection in self._snapshotted().values():  # (the history, kept by no snapshot, is left as it is)
             collection.shards, collection.locations = {}, {}
 
     # -- catching up with the files --------------------------------------------------------------------------

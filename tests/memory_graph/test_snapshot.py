@@ -893,7 +893,7 @@ def test_a_snapshot_is_written_chunk_by_chunk_without_holding_its_bytes_whole(tm
     path = tmp_path / "snapshots" / "memory.bin"
     tracemalloc.start()
     try:
-        size = write_snapshot(path, "tag1", payload)
+        size = write_snapshot(path, "tag1", payload)[0]
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -1040,3 +1040,155 @@ def test_a_save_made_while_others_write_restores_what_the_files_hold(
     # The writer goes on after its save (its checked shards now held by keys) and still holds what the files do.
     first.graph.add_observations([ObservationAddition(entityName="Person 7", contents=["after the save"])])
     assert content(first) == content(services(folder, tmp_path / "fresh-after"))
+
+
+def snapshot_file(cache: Path) -> Path:
+    (path,) = (cache / "snapshots").glob("*.bin")
+    return path
+
+
+@pytest.mark.usefixtures("each_engine")
+def test_a_full_read_is_held_as_restored_from_its_snapshot_and_answers_the_same(tmp_path: Path) -> None:
+    """`hold_as_restored`: a server that read the memory in full, once it has saved its snapshot, takes the graph
+    and the collections' bookkeeping again from it (laid out as a restart's): every answer stays as it was, and
+    the store goes on as any other."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    assert not first.store.restored_from_snapshot
+    before = answers(first)
+    assert first.graph.state.by_node.changed  # a full read holds every name's relations by name
+    assert first.store.hold_as_restored()
+    assert not first.graph.state.by_node.changed  # as a restore holds them: columns
+    assert answers(first) == before
+    assert not first.store.hold_as_restored()  # once
+    first.graph.create_entities([Entity(name="After", entityType="person", observations=["came later"])])
+    first.graph.create_relations([Relation.model_validate({"from": "After", "to": "Person 3", "relationType": "met"})])
+    first.graph.delete_entities(["Person 8"])
+    first.lessons.create_lesson(lesson("DISK_FULL", "OSError: [Errno 28] No space left on device"))
+    assert content(first) == fresh_content(folder, tmp_path)
+    assert first.store.save_snapshot()
+    again = restarted(folder, cache)
+    assert again.store.restored_from_snapshot and answers(again) == answers(first)
+    assert not again.store.hold_as_restored()  # a restore is laid out as one already
+
+
+@pytest.mark.usefixtures("each_engine")
+def test_a_store_changed_since_its_snapshot_is_not_held_as_restored(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    first.graph.add_observations([ObservationAddition(entityName="Person 4", contents=["written after the save"])])
+    assert not first.store.hold_as_restored()  # the snapshot no longer holds what the store does
+    assert first.graph.state.by_node.changed  # nothing was let go
+    assert content(first) == fresh_content(folder, tmp_path)
+
+
+@pytest.mark.usefixtures("each_engine")
+def test_another_servers_commit_not_yet_followed_is_heard_after_the_store_is_held_as_restored(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    other = services(folder, tmp_path / "other-cache")
+    other.graph.add_observations([ObservationAddition(entityName="Person 12", contents=["now likes topic99"])])
+    other.graph.delete_entities(["Person 7"])
+    other.graph.create_entities([Entity(name=f"Later {i}", entityType="person", observations=[]) for i in range(60)])
+    assert first.store.hold_as_restored()  # of what it held, the snapshot's; the commits are followed next
+    assert content(first) == content(other) == fresh_content(folder, tmp_path)
+    assert first.graph.search_nodes("topic99").entities[0].name == "Person 12"
+    first.graph.add_observations([ObservationAddition(entityName="Later 59", contents=["mine"])])
+    assert content(first) == fresh_content(folder, tmp_path)
+
+
+def test_a_snapshot_replaced_or_damaged_since_it_was_saved_is_not_taken_and_nothing_is_let_go(tmp_path: Path) -> None:
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    # Another server of the same memory saves its own snapshot over it (before this one follows its commit).
+    other = restarted(folder, cache)
+    other.graph.create_entities([Entity(name="Elsewhere", entityType="person", observations=[])])
+    assert other.store.save_snapshot()
+    assert not first.store.hold_as_restored()
+    assert first.graph.state.by_node.changed  # nothing was let go
+    assert content(first) == content(other) == fresh_content(folder, tmp_path)
+    # Damaged in place with its stat kept (a disk's fault): the checksum refuses it before anything is let go.
+    second = snapshot_written(tmp_path / "memory", tmp_path / "cache-2")
+    path = snapshot_file(tmp_path / "cache-2")
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    held = answers(second)
+    assert not second.store.hold_as_restored()
+    assert answers(second) == held and second.graph.state.by_node.changed
+
+
+def test_a_server_that_read_the_memory_in_full_holds_it_as_restored_once_no_request_comes(tmp_path: Path) -> None:
+    """Over stdio: after its load and its snapshot, and QUIET_SECONDS with no request, the server takes the
+    memory again from the snapshot (it says so in its log) and answers as before."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache-home"
+    folder.mkdir()
+    with open(folder / "memory.json", "w", encoding="utf-8") as out:
+        for i in range(21_000):
+            out.write(json.dumps({"type": "entity", "name": f"N{i}", "entityType": "t", "observations": [f"x{i}"]}))
+            out.write("\n")
+            out.write(json.dumps({"type": "relation", "from": f"N{i}", "to": f"N{i // 2}", "relationType": "r"}))
+            out.write("\n")
+    env = {
+        **os.environ,
+        "MEMORY_FILE_PATH": str(folder / "memory.json"),
+        "XDG_CACHE_HOME": str(cache),
+        "MEMORY_LOG_LEVEL": "info",
+        "MEMORY_SEMANTIC": "off",
+        "PYTHONPATH": str(ROOT),
+    }
+    log_path = tmp_path / "server.log"
+
+    def call(number: int) -> dict[str, Any]:
+        arguments = {"names": ["N20999", "N10499"]}
+        return {
+            "jsonrpc": "2.0",
+            "id": number,
+            "method": "tools/call",
+            "params": {"name": "open_nodes", "arguments": arguments},
+        }
+
+    with (
+        open(log_path, "w", encoding="utf-8") as log_file,
+        subprocess.Popen(
+            [sys.executable, "-m", "memory_graph"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            text=True,
+            env=env,
+        ) as server,
+    ):
+        try:
+            assert server.stdin is not None and server.stdout is not None
+            answers: dict[int, Any] = {}
+
+            def ask(number: int) -> None:
+                assert server.stdin is not None and server.stdout is not None
+                server.stdin.write(json.dumps(call(number)) + "\n")
+                server.stdin.flush()
+                while number not in answers:
+                    message = json.loads(server.stdout.readline())
+                    if "id" in message:
+                        answers[message["id"]] = message["result"]
+
+            for message in (INITIALIZE, INITIALIZED):
+                server.stdin.write(json.dumps(message) + "\n")
+            server.stdin.flush()
+            ask(2)
+            deadline = time.monotonic() + 60
+            while "held as restored" not in log_path.read_text(encoding="utf-8"):
+                assert time.monotonic() < deadline, log_path.read_text(encoding="utf-8")
+                time.sleep(0.2)
+            ask(3)
+        finally:
+            server.kill()
+    assert answers[3] == answers[2] and "N10499" in json.dumps(answers[3])
+    logged = log_path.read_text(encoding="utf-8")
+    assert logged.index("start snapshot written") < logged.index("held as restored")
