@@ -33,7 +33,6 @@ import math
 import re
 import unicodedata
 from array import array
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
@@ -43,6 +42,7 @@ from typing import Any
 
 from rapidfuzz import fuzz, process
 
+from memory_graph import thesaurus
 from memory_graph.errors import InvalidInputError
 
 WORD = re.compile(r"\w+")
@@ -229,35 +229,12 @@ def prepare() -> None:
     _thesaurus()
 
 
-class _SortedTable:
-    """A generated table of "key:value" lines sorted by key, looked up by bisection in the module's own string:
-    no dict of 70,000 entries beside it (that cost 20 MB of RSS), about 17 comparisons a lookup."""
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-        self._starts = array("i", [0, *(match.end() for match in re.finditer("\n", text))])
-
-    def _key_at(self, line: int) -> str:
-        start = self._starts[line]
-        return self._text[start : self._text.index(":", start)]
-
-    def get(self, key: str) -> str:
-        lines = len(self._starts)
-        line = bisect_left(range(lines), key, key=self._key_at)
-        if line == lines or self._key_at(line) != key:
-            return ""
-        start = self._text.index(":", self._starts[line]) + 1
-        end = self._starts[line + 1] - 1 if line + 1 < lines else len(self._text)
-        return self._text[start:end]
-
-
 @lru_cache(maxsize=1)
-def _thesaurus() -> tuple[_SortedTable, _SortedTable, _SortedTable]:
-    """stem -> "synonyms|near words", stem -> its kinds, stem -> the words defined with it; read once (by
+def _thesaurus() -> tuple[thesaurus.SortedTable, thesaurus.SortedTable, thesaurus.SortedTable]:
+    """stem -> "synonyms|near words", stem -> its kinds, stem -> the words defined with it; mapped once (by
     `warm_up`, else the first ranked search)."""
-    from memory_graph.thesaurus import DEFINED, KINDS, RELATIONS
-
-    return _SortedTable(RELATIONS), _SortedTable(KINDS), _SortedTable(DEFINED)
+    tables = thesaurus.load()
+    return tables["relations"], tables["kinds"], tables["defined"]
 
 
 def related_words(term: str) -> list[tuple[list[str], float]]:

@@ -112,6 +112,16 @@ def test_the_install_steps_replayed_in_a_fresh_venv_serve_stdio(tmp_path: Path) 
     tools = next(a for a in answers if a.get("id") == 2)["result"]["tools"]
     assert {"create_entities", "read_graph", "create_lesson"} <= {t["name"] for t in tools}
     assert (data / "memory.json").exists()
+    # The installed package carries its data files: the thesaurus a search expands a query with.
+    related = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "from memory_graph.search import related_words as r; print(r('dog'))"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert related.returncode == 0, related.stderr[-3000:]
+    assert "beagl" in related.stdout, related.stdout
 
 
 BASE_IMAGE = "docker.io/library/python:3.12-slim"
