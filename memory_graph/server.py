@@ -88,7 +88,6 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 ROOTS_TIMEOUT_SECONDS = 5.0
 LOADING_SWITCH_INTERVAL = 0.0001  # seconds: each thread's turn at the interpreter while a load runs beside calls
-QUIET_SECONDS = 2.0  # with no request begun for this long, the memory may be held for a restore's time
 
 GRAPH_INSTRUCTIONS = (
     "A long-term memory. The knowledge graph holds entities (people, organizations, projects, events) with "
@@ -321,9 +320,13 @@ class App:
 
     def _hold_as_restored_when_quiet(self) -> None:
         """After a full read: the memory taken again from the snapshot just saved (`hold_as_restored`, hundreds of
-        MB less held at a million entities), once no request has begun for QUIET_SECONDS, as the store is held
-        for the restore's time (seconds at a million entities)."""
-        while (wait := self.server.last_request + QUIET_SECONDS - time.monotonic()) > 0:
+        MB less held at a million entities), once no request has begun for MEMORY_COMPACT_IDLE_SECONDS. The store
+        is held for the restore's time (9 s at a million entities): the wait is long enough for a client's burst
+        of calls (one turn of a conversation, a client's restart) to be over, so they are not the ones held up."""
+        quiet = self.settings.compact_idle_seconds
+        if not quiet:
+            return
+        while (wait := self.server.last_request + quiet - time.monotonic()) > 0:
             time.sleep(wait)
         try:
             if self.store.hold_as_restored():

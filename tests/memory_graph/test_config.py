@@ -40,6 +40,7 @@ def test_relative_paths_resolve_against_the_working_directory(tmp_path: Path) ->
         ({"MEMORY_FILE_PATH": "."}, "is a folder; it must name a file"),
         ({"MEMORY_SHARED_SERVER": "yes"}, "MEMORY_SHARED_SERVER='yes' is not valid; use off"),
         ({"MEMORY_SHARED_IDLE_SECONDS": "0"}, "MEMORY_SHARED_IDLE_SECONDS=0 is too small"),
+        ({"MEMORY_COMPACT_IDLE_SECONDS": "-1"}, "MEMORY_COMPACT_IDLE_SECONDS=-1 is too small; set it to 0 or more"),
     ],
 )
 def test_bad_settings_are_refused_with_the_fix(tmp_path: Path, env: dict[str, str], message: str) -> None:
@@ -55,3 +56,8 @@ def test_the_shared_server_is_off_by_default_and_keeps_its_socket_in_the_runtime
     )
     assert (chosen.shared_server, chosen.shared_idle_seconds) == (True, 60)
     assert chosen.shared_folder == tmp_path / "run" / "memory-graph"
+
+
+def test_a_first_load_is_held_as_restored_after_30_idle_seconds_unless_told_otherwise(tmp_path: Path) -> None:
+    assert Settings.from_env({}, cwd=tmp_path).compact_idle_seconds == 30
+    assert Settings.from_env({"MEMORY_COMPACT_IDLE_SECONDS": "0"}, cwd=tmp_path).compact_idle_seconds == 0

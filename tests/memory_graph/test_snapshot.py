@@ -1125,8 +1125,8 @@ def test_a_snapshot_replaced_or_damaged_since_it_was_saved_is_not_taken_and_noth
 
 
 def test_a_server_that_read_the_memory_in_full_holds_it_as_restored_once_no_request_comes(tmp_path: Path) -> None:
-    """Over stdio: after its load and its snapshot, and QUIET_SECONDS with no request, the server takes the
-    memory again from the snapshot (it says so in its log) and answers as before."""
+    """Over stdio: after its load and its snapshot, and MEMORY_COMPACT_IDLE_SECONDS with no request, the server
+    takes the memory again from the snapshot (it says so in its log) and answers as before; not while calls come."""
     folder, cache = tmp_path / "memory", tmp_path / "cache-home"
     folder.mkdir()
     with open(folder / "memory.json", "w", encoding="utf-8") as out:
@@ -1141,6 +1141,7 @@ def test_a_server_that_read_the_memory_in_full_holds_it_as_restored_once_no_requ
         "XDG_CACHE_HOME": str(cache),
         "MEMORY_LOG_LEVEL": "info",
         "MEMORY_SEMANTIC": "off",
+        "MEMORY_COMPACT_IDLE_SECONDS": "2",
         "PYTHONPATH": str(ROOT),
     }
     log_path = tmp_path / "server.log"
@@ -1183,12 +1184,22 @@ def test_a_server_that_read_the_memory_in_full_holds_it_as_restored_once_no_requ
             server.stdin.flush()
             ask(2)
             deadline = time.monotonic() + 60
+            while "start snapshot written" not in log_path.read_text(encoding="utf-8"):
+                assert time.monotonic() < deadline, log_path.read_text(encoding="utf-8")
+                ask(len(answers) + 2)
+                time.sleep(0.3)
+            busy_until = time.monotonic() + 3  # longer than the idle time, with a call every 0.3 s
+            while time.monotonic() < busy_until:
+                ask(len(answers) + 2)
+                time.sleep(0.3)
+            assert "held as restored" not in log_path.read_text(encoding="utf-8")
             while "held as restored" not in log_path.read_text(encoding="utf-8"):
                 assert time.monotonic() < deadline, log_path.read_text(encoding="utf-8")
                 time.sleep(0.2)
-            ask(3)
+            last = len(answers) + 2
+            ask(last)
         finally:
             server.kill()
-    assert answers[3] == answers[2] and "N10499" in json.dumps(answers[3])
+    assert answers[last] == answers[2] and "N10499" in json.dumps(answers[last])
     logged = log_path.read_text(encoding="utf-8")
     assert logged.index("start snapshot written") < logged.index("held as restored")
