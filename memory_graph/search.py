@@ -231,7 +231,7 @@ def prepare() -> None:
 
 @lru_cache(maxsize=1)
 def _thesaurus() -> tuple[thesaurus.SortedTable, thesaurus.SortedTable, thesaurus.SortedTable]:
-    """stem -> "synonyms|near words", stem -> its kinds, stem -> the words defined with it; mapped once (by
+    """stem -> "synonyms|near words", stem -> its kinds, stem -> the words defined with it; indexed once (by
     `warm_up`, else the first ranked search)."""
     tables = thesaurus.load()
     return tables["relations"], tables["kinds"], tables["defined"]
