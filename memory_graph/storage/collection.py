@@ -319,6 +319,12 @@ class Collection:
             return None
         return "\n".join(self.shards[index].lines[key] for index in where)
 
+    def lines_known(self, key: Key) -> bool:
+        """Whether every shard holding the key holds what its file does: not one a start snapshot restored after
+        its file changed (`restore_state` holds it with a placeholder line per key), nor one a followed commit
+        left to be read whole; either is read by the reload that follows (an absent key: nothing to know)."""
+        return all(self.shards[index].stat is not None for index in self.locations.get(key, ()))
+
     def record(self, key: Key, parsed: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         """The record for a key, merging copies that several shards hold (an old fork's split duplicated them)."""
         known = parsed or {}

@@ -442,22 +442,31 @@ class StoreEngine(ABC):
                 for part in refilled:
                     part.hold_nothing()
 
-            payload = read_snapshot(self._snapshot, self._snapshot_tag(parts), self._give_way, written, let_go_of_all)
-            if not let_go:
-                return False  # replaced or damaged since it was written: nothing was let go
             try:
+                payload = read_snapshot(
+                    self._snapshot, self._snapshot_tag(parts), self._give_way, written, let_go_of_all
+                )
+                if not let_go:
+                    return False  # replaced or damaged since it was written: nothing was let go
                 if not isinstance(payload, dict):
                     raise ValueError("it could not be read back")
                 self._restore_collections(payload["collections"])
                 for part in refilled:
                     part.restore_state(payload["parts"][part.snapshot_name])
-            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-                # Never with a snapshot this code just wrote and checked: read everything again at the next call.
-                log.error("could not take the memory again from its snapshot (%s); it is read again", exc)
+            except BaseException as exc:
+                if not let_go:
+                    raise
+                # Never expected with a snapshot this code just wrote and checked, but anything (a folder made
+                # unreadable, memory running out, an interrupt) can come: what is held now is part of the memory,
+                # which a write must never take for all of it. Hold nothing and be unopened, so the next call reads
+                # the memory again (from the snapshot, or the files).
                 self._forget_collections()
                 for part in refilled:
                     part.hold_nothing()
                 self._opened = False
+                if not isinstance(exc, Exception):
+                    raise
+                log.error("could not take the memory again from its snapshot (%s); it is read again", exc)
                 return False
             log.info("the memory is held as restored from its snapshot %s", self._snapshot)
             return True

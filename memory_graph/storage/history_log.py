@@ -114,6 +114,8 @@ def redo_changes(commit: list[dict[str, Any]], collections: Mapping[str, Collect
         if collection is None:
             return None
         key = tuple(event["key"])
+        if not collection.lines_known(key):
+            return None  # held with a placeholder line until a reload reads its shard: it reads this commit too
         now = collection.record(key) if key in collection.locations else None
         if now != event["before"]:
             return None

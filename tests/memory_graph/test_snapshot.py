@@ -1084,19 +1084,79 @@ def test_a_store_changed_since_its_snapshot_is_not_held_as_restored(tmp_path: Pa
     assert content(first) == fresh_content(folder, tmp_path)
 
 
+def history_of(built: Services) -> list[dict[str, Any]]:
+    return [event.model_dump(by_alias=True) for event in built.history.get_history(limit=1000).events]
+
+
 @pytest.mark.usefixtures("each_engine")
 def test_another_servers_commit_not_yet_followed_is_heard_after_the_store_is_held_as_restored(tmp_path: Path) -> None:
+    """A commit made while the server was idle, before the hold: the shard it rewrote no longer has the snapshot's
+    stat, so the restore holds it to be read again (its lines unknown). The next call reads it, the commit's events
+    reach the history, and later commits are followed as usual."""
     folder, cache = tmp_path / "memory", tmp_path / "cache"
     fill(services(folder, cache))
     first = snapshot_written(folder, cache)
     other = services(folder, tmp_path / "other-cache")
     other.graph.add_observations([ObservationAddition(entityName="Person 12", contents=["now likes topic99"])])
+    assert first.store.hold_as_restored()  # of what it held, the snapshot's; the commit is read next
+    assert first.graph.search_nodes("topic99").entities[0].name == "Person 12"
+    assert content(first) == content(other) == fresh_content(folder, tmp_path)
+    assert history_of(first) == history_of(other)
+    assert history_of(first)[0]["op"] == "add_observations"  # newest first
     other.graph.delete_entities(["Person 7"])
     other.graph.create_entities([Entity(name=f"Later {i}", entityType="person", observations=[]) for i in range(60)])
-    assert first.store.hold_as_restored()  # of what it held, the snapshot's; the commits are followed next
-    assert content(first) == content(other) == fresh_content(folder, tmp_path)
-    assert first.graph.search_nodes("topic99").entities[0].name == "Person 12"
     first.graph.add_observations([ObservationAddition(entityName="Later 59", contents=["mine"])])
+    assert content(first) == content(services(folder, tmp_path / "other-again")) == fresh_content(folder, tmp_path)
+    assert history_of(first) == history_of(other)
+
+
+@pytest.mark.parametrize("raised", [MemoryError, KeyboardInterrupt])
+@pytest.mark.usefixtures("each_engine")
+def test_a_hold_interrupted_after_letting_go_leaves_the_memory_to_be_read_again_not_written_empty(
+    raised: type[BaseException], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anything raised once the parts are let go (memory running out in the graph's restore, an interrupt) must
+    not leave a store that believes it holds the memory: an error is logged (an interrupt goes on up), and the
+    next call reads the memory again, so a write keeps every record."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    held = content(first)
+
+    def failing(self: GraphState, state: Any) -> None:
+        raise raised
+
+    monkeypatch.setattr(GraphState, "restore_state", failing)
+    if issubclass(raised, Exception):
+        assert not first.store.hold_as_restored()
+    else:
+        with pytest.raises(raised):
+            first.store.hold_as_restored()
+    monkeypatch.undo()
+    first.graph.create_entities([Entity(name="Written after", entityType="person", observations=[])])
+    assert len(first.graph.read_graph().entities) == len(held["entities"]) + 1
+    assert content(first) == fresh_content(folder, tmp_path)
+    assert len(fresh_content(folder, tmp_path)["entities"]) == len(held["entities"]) + 1
+
+
+def test_a_shard_that_cannot_be_statted_during_the_hold_leaves_the_memory_to_be_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error of the system after the let-go (the data folder made unreadable for an instant): the hold is given
+    up, logged, and the next call reads the memory again; nothing on disk is lost."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    held = content(first)
+
+    def unreadable(path: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("memory_graph.storage.collection.file_stat", unreadable)
+    assert not first.store.hold_as_restored()
+    monkeypatch.undo()
+    first.graph.delete_entities(["Person 3"])
+    assert len(content(first)["entities"]) == len(held["entities"]) - 1
     assert content(first) == fresh_content(folder, tmp_path)
 
 
