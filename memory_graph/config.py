@@ -107,12 +107,11 @@ ENVIRONMENT = {
         "How long the shared server (MEMORY_SHARED_SERVER=on) waits without clients before it exits.",
     ),
     "MEMORY_COMPACT_IDLE_SECONDS": (
-        "`0` (off)",
+        "`30`",
         "After a first start on a memory of 20,000 records or more (no start snapshot yet), once the snapshot is "
         "saved and no call has begun for this long, the server takes its memory again from that snapshot, as a "
         "restart would: the same answers in less memory (at a million entities 1.85 GB instead of 2.28 GB). A call "
-        "arriving meanwhile waits for it (about 0.6 s at 100k entities, 9 s at 1M). `0`: never, the default for "
-        "now (two known defects, docs/decisions.md); try `30`.",
+        "arriving meanwhile waits for it (about 0.6 s at 100k entities, 9 s at 1M). `0`: never.",
     ),
     "XDG_DATA_HOME": ("`~/.local/share`", "The standard per-user data folder; the default memory lives below it."),
 }
@@ -255,7 +254,7 @@ class Settings:
     cache_dir: Path = Path.home() / ".cache" / "memory-graph"
     shared_server: bool = False  # stdio starts relay to one background server (launch.py, shared_server.py)
     shared_idle_seconds: int = 900
-    compact_idle_seconds: int = 0  # held as restored after this idle time; 0: never (docs/decisions.md)
+    compact_idle_seconds: int = 30  # held as restored after this idle time; 0: never (docs/decisions.md)
     shared_folder: Path = field(default_factory=lambda: shared_folder({}, Path.cwd()))  # its socket, lock and log
 
     @property
@@ -351,7 +350,7 @@ class Settings:
         settings = cls(
             shared_server=shared == "on",
             shared_idle_seconds=_int(env, "MEMORY_SHARED_IDLE_SECONDS", 900, 1),
-            compact_idle_seconds=_int(env, "MEMORY_COMPACT_IDLE_SECONDS", 0, 0),
+            compact_idle_seconds=_int(env, "MEMORY_COMPACT_IDLE_SECONDS", 30, 0),
             shared_folder=shared_folder(env, cwd),
             semantic=semantic,
             cache_dir=(Path(raw_cache) if raw_cache else Path.home() / ".cache") / "memory-graph",

@@ -58,6 +58,6 @@ def test_the_shared_server_is_off_by_default_and_keeps_its_socket_in_the_runtime
     assert chosen.shared_folder == tmp_path / "run" / "memory-graph"
 
 
-def test_a_first_load_is_held_as_restored_only_when_told_to(tmp_path: Path) -> None:
-    assert Settings.from_env({}, cwd=tmp_path).compact_idle_seconds == 0
-    assert Settings.from_env({"MEMORY_COMPACT_IDLE_SECONDS": "30"}, cwd=tmp_path).compact_idle_seconds == 30
+def test_a_first_load_is_held_as_restored_after_30_quiet_seconds_unless_told_otherwise(tmp_path: Path) -> None:
+    assert Settings.from_env({}, cwd=tmp_path).compact_idle_seconds == 30
+    assert Settings.from_env({"MEMORY_COMPACT_IDLE_SECONDS": "0"}, cwd=tmp_path).compact_idle_seconds == 0
