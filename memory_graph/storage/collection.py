@@ -319,11 +319,17 @@ class Collection:
             return None
         return "\n".join(self.shards[index].lines[key] for index in where)
 
+    def shard_known(self, index: int) -> bool:
+        """Whether the shard's lines are what its file holds, as far as this process knows: not a shard a start
+        snapshot restored after its file changed (`restore_state` holds it with a placeholder line per key), nor
+        one a followed commit left to be read whole. Either is read by the reload that follows; nothing may be
+        replayed onto it meanwhile (an absent shard: nothing to know)."""
+        shard = self.shards.get(index)
+        return shard is None or shard.stat is not None
+
     def lines_known(self, key: Key) -> bool:
-        """Whether every shard holding the key holds what its file does: not one a start snapshot restored after
-        its file changed (`restore_state` holds it with a placeholder line per key), nor one a followed commit
-        left to be read whole; either is read by the reload that follows (an absent key: nothing to know)."""
-        return all(self.shards[index].stat is not None for index in self.locations.get(key, ()))
+        """Whether every shard holding the key is `shard_known` (an absent key: nothing to know)."""
+        return all(self.shard_known(index) for index in self.locations.get(key, ()))
 
     def record(self, key: Key, parsed: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         """The record for a key, merging copies that several shards hold (an old fork's split duplicated them)."""

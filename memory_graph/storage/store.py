@@ -165,7 +165,10 @@ class Store(StoreEngine):
             # A load makes millions of small containers and no garbage: the collector would rescan them all,
             # again and again, for a third of the load time.
             with self._locked(write=False), collector_paused(freeze=True):
-                if not any(c.shards or c.locations for c in self.collections.values()):
+                # (Only the snapshotted ones: the history, kept by no snapshot, stays held when a hold as restored
+                # fails and the store is opened again, which must restore, so the catch-up reports to every part what
+                # changed since the snapshot, removals too; a load from nothing reports only records.)
+                if not any(c.shards or c.locations for c in self._snapshotted().values()):
                     self._restore_snapshot()
                 self._catch_up(startup=True)
                 self._opened = True
@@ -404,6 +407,8 @@ class Store(StoreEngine):
                 plans = {name: plan_changes(self.collections[name], ch) for name, ch in changes.items()}
             except MemoryGraphError:
                 break
+            if not all(self.collections[name].shard_known(index) for name, plan in plans.items() for index in plan):
+                break  # placed in a shard whose lines are unknown (a new record, say): the reload reads it
             for name, plan in plans.items():
                 collection = self.collections[name]
                 collection.apply(plan, "")

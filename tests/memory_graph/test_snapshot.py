@@ -28,7 +28,7 @@ import pytest
 from lessons.model import ErrorQuery, LessonChanges, LessonInput
 from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
-from memory_graph.errors import StaleShardError
+from memory_graph.errors import NotFoundError, StaleShardError
 from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.search import SubstringIndex
@@ -1110,18 +1110,23 @@ def test_another_servers_commit_not_yet_followed_is_heard_after_the_store_is_hel
     assert history_of(first) == history_of(other)
 
 
+@pytest.mark.parametrize("snapshot_kept", [True, False], ids=["reopened-from-the-snapshot", "snapshot-gone"])
 @pytest.mark.parametrize("raised", [MemoryError, KeyboardInterrupt])
 @pytest.mark.usefixtures("each_engine")
 def test_a_hold_interrupted_after_letting_go_leaves_the_memory_to_be_read_again_not_written_empty(
-    raised: type[BaseException], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    raised: type[BaseException], snapshot_kept: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Anything raised once the parts are let go (memory running out in the graph's restore, an interrupt) must
     not leave a store that believes it holds the memory: an error is logged (an interrupt goes on up), and the
-    next call reads the memory again, so a write keeps every record."""
+    next call reads the memory again, from the snapshot or, when that is gone, from the files. Either way every
+    part agrees with the files, also about what another process deleted meanwhile (a lesson deleted elsewhere
+    must not be written back), and a write keeps every record."""
     folder, cache = tmp_path / "memory", tmp_path / "cache"
     fill(services(folder, cache))
     first = snapshot_written(folder, cache)
-    held = content(first)
+    other = services(folder, tmp_path / "other-cache")
+    other.graph.delete_entities(["KEY_MISSING", "Person 9"])
+    held = content(other)
 
     def failing(self: GraphState, state: Any) -> None:
         raise raised
@@ -1133,10 +1138,32 @@ def test_a_hold_interrupted_after_letting_go_leaves_the_memory_to_be_read_again_
         with pytest.raises(raised):
             first.store.hold_as_restored()
     monkeypatch.undo()
+    if not snapshot_kept:
+        snapshot_file(cache).unlink()
+    assert content(first) == held == fresh_content(folder, tmp_path)
+    assert history_of(first) == history_of(other)
+    with pytest.raises(NotFoundError):
+        first.lessons.update_lesson(LessonChanges(name="KEY_MISSING", addObservations=["written back?"]))
     first.graph.create_entities([Entity(name="Written after", entityType="person", observations=[])])
     assert len(first.graph.read_graph().entities) == len(held["entities"]) + 1
     assert content(first) == fresh_content(folder, tmp_path)
-    assert len(fresh_content(folder, tmp_path)["entities"]) == len(held["entities"]) + 1
+    assert sorted(fresh_content(folder, tmp_path)["lesson records"]) == ["PORT_TAKEN"]
+
+
+def test_commits_placed_in_a_shard_the_hold_left_to_be_read_are_read_not_replayed(tmp_path: Path) -> None:
+    """Two commits by another process before the hold: a new lesson placed in the shard the hold then holds to be
+    read again (its file changed), and a change to a lesson already there. Neither is replayed onto that shard's
+    unknown lines: the reload reads it, and both commits' events reach the history."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    first = snapshot_written(folder, cache)
+    other = services(folder, tmp_path / "other-cache")
+    other.lessons.create_lesson(lesson("DISK_FULL", "OSError: [Errno 28] No space left on device"))
+    other.lessons.update_lesson(LessonChanges(name="PORT_TAKEN", addObservations=["try another port"]))
+    assert first.store.hold_as_restored()
+    assert content(first) == content(other) == fresh_content(folder, tmp_path)
+    assert history_of(first) == history_of(other)
+    assert [event["op"] for event in history_of(first)[:2]] == ["update_lesson", "create_lesson"]
 
 
 def test_a_shard_that_cannot_be_statted_during_the_hold_leaves_the_memory_to_be_read_again(
