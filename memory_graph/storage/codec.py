@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from sys import intern
@@ -305,18 +305,49 @@ def parse_text(path: Path, text: str, check: RecordCheck | None = None) -> Parse
 def parse_split(path: Path, split: SplitText, check: RecordCheck | None = None) -> ParsedFile:
     """Parse a shard's lines (see SplitText)."""
     parsed = ParsedFile(lines_in_file=split.lines_in_file, lines_as_written=split.lines_as_written)
-    repair_text = split.repair_text
-    items = parse_all_at_once(split.lines)
+    for part in parse_slices(path, split, check):
+        parsed.records.extend(part.records)
+        parsed.record_lines.extend(part.record_lines)
+        parsed.problems.extend(part.problems)
+    return parsed
+
+
+def parse_slices(
+    path: Path, split: SplitText, check: RecordCheck | None = None, let_go: bool = False
+) -> Iterator[ParsedFile]:
+    """A shard's lines parsed PARSE_SLICE at a time, each slice's records and problems in a ParsedFile of its own
+    (together, what `parse_split` gives): a caller can use one slice's records and let them go before the next
+    slice is parsed (a first load: `Collection._load_shard_by_shard`). With `let_go`, each slice's lines are taken
+    out of `split` once the caller is done with it (left empty strings)."""
+    lines, numbers = split.lines, split.numbers
+    for start in range(0, len(lines), PARSE_SLICE):
+        end = min(start + PARSE_SLICE, len(lines))
+        yield _parse_lines(
+            path,
+            lines[start:end],
+            numbers[start:end] if numbers is not None else range(start + 1, end + 1),
+            split.repair_text,
+            check,
+        )
+        if let_go:
+            lines[start:end] = [""] * (end - start)
+
+
+def _parse_lines(
+    path: Path, lines: list[str], numbers: Sequence[int], repair_text: bool, check: RecordCheck | None
+) -> ParsedFile:
+    parsed = ParsedFile()
+    items = parse_all_at_once(lines)
     if items is not None:
-        for item, (number, line) in zip(items, split.numbered(), strict=True):
+        for item, number, line in zip(items, numbers, lines, strict=True):
             record, _ = checked_record(item, check, repair_text)
             if record is None:
                 break  # a valid object that is not a record: let the careful path name its line
             parsed.add(record, line, number)
         else:
             return parsed
-        parsed = ParsedFile(lines_in_file=parsed.lines_in_file, lines_as_written=parsed.lines_as_written)
-    for number, line in split.numbered():
+        parsed = ParsedFile()
+    for number, line in zip(numbers, lines, strict=True):
         try:
             record, why = checked_record(json.loads(line), check, repair_text)
         except json.JSONDecodeError as exc:
@@ -332,21 +363,31 @@ def parse_split(path: Path, split: SplitText, check: RecordCheck | None = None) 
     return parsed
 
 
-def read_shard_file(path: Path, check: RecordCheck | None = None) -> ParsedFile:
-    """Parse a shard; bytes that are not UTF-8 make their line a problem instead of failing the file."""
+def _read_bytes(path: Path) -> tuple[bytes, FileStat]:
     with open(path, "rb") as handle:
         data = handle.read().removeprefix(UTF8_BOM)  # editors on Windows add one; we accept it and write none
         st = os.fstat(handle.fileno())
-    stat = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return data, (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def read_split(path: Path) -> tuple[SplitText, FileStat] | None:
+    """A shard file's lines, unparsed, and the stat of the file they were read from; None when some of its bytes
+    are not UTF-8 (`read_shard_file` reads such a file, each bad line a problem)."""
+    data, stat = _read_bytes(path)
     try:
-        split = SplitText.of(data.decode("utf-8"))  # the decoded text lives only for the split
+        return SplitText.of(data.decode("utf-8")), stat  # the decoded text lives only for the split
     except UnicodeDecodeError:
-        split = None
-    if split is not None:
-        del data  # as big as the file: let go before the parse adds every record to the lines
-        parsed = parse_split(path, split, check)
-        parsed.stat = stat
+        return None
+
+
+def read_shard_file(path: Path, check: RecordCheck | None = None) -> ParsedFile:
+    """Parse a shard; bytes that are not UTF-8 make their line a problem instead of failing the file."""
+    read = read_split(path)
+    if read is not None:
+        parsed = parse_split(path, read[0], check)
+        parsed.stat = read[1]
         return parsed
+    data, stat = _read_bytes(path)  # (read again: rare, and the bytes are not held beside the parse otherwise)
     parsed = parse_text(path, data.decode("utf-8", errors="replace"), check)
     parsed.stat = stat
     undecodable: dict[int, str] = {}

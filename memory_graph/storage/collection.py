@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from array import array
-from collections.abc import Iterable, Iterator, KeysView
+from collections.abc import Callable, Iterable, Iterator, KeysView
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +21,14 @@ from memory_graph.storage.codec import (
     Key,
     ParsedFile,
     RecordCheck,
+    SplitText,
+    checked_record,
     dump_line,
     merge_records,
+    parse_slices,
     parse_text,
     read_shard_file,
+    read_split,
 )
 from memory_graph.storage.layout import FileStat, ShardNames, bookkeeping_file, file_stat
 from memory_graph.storage.stamp import Manifest, StampFile
@@ -366,21 +370,28 @@ class Collection:
         return False
 
     # -- following the disk --------------------------------------------------------------------------------
-    def reload(self, hand_edits: bool = True) -> Reloaded:
+    def reload(self, hand_edits: bool = True, hear: Callable[[list[dict[str, Any]]], None] | None = None) -> Reloaded:
         """Reread the shards that changed on disk (by generation or by stat) and say what changed.
 
         Without `hand_edits`, only the shards a commit can have changed are looked at: those the stamp lists
         with a new generation, those it added or dropped, any whose stat is unknown, and a lazy (append-only)
         collection's newest shard, which appends grow without renewing the stamp. A hand edit elsewhere waits
-        for the next full reload."""
+        for the next full reload.
+
+        With `hear`, a first load (not the history's) gives it each shard's records as soon as that shard is read,
+        in file order, and returns none (`_load_shard_by_shard`)."""
         raw = self.stamp.read()
         generations = self.stamp.manifest(raw)
         suspects = None if hand_edits or generations is None else self._suspects(generations)
-        changed = self._changed_on_disk(generations, suspects)
+        on_disk = self._changed_shards(generations, suspects)
         self.seen_stamp = raw
-        if not changed:
+        if not on_disk:
             return Reloaded()
         first_load = not self.locations
+        if first_load and hear is not None and not self.lazy:
+            self._load_shard_by_shard(on_disk, generations, hear)
+            return Reloaded()
+        changed = {index: self._read_if_there(index) if there else None for index, there in on_disk.items()}
         if first_load:
             # Everything read is new: no comparison with what was held, and when no record is held twice (the
             # usual case) the records come out in file order as they were parsed. A shard whose file gives back
@@ -438,10 +449,140 @@ class Collection:
             suspects.add(max(self.shards))
         return suspects
 
-    def _changed_on_disk(
-        self, generations: Manifest | None, suspects: set[int] | None = None
-    ) -> dict[int, ParsedFile | None]:
-        """The shards that changed on disk, read; among `suspects` only, when given."""
+    def _load_shard_by_shard(
+        self, on_disk: dict[int, bool], generations: Manifest | None, hear: Callable[[list[dict[str, Any]]], None]
+    ) -> None:
+        """A first load, a slice of lines at a time: each shard's lines are parsed PARSE_SLICE at a time, each
+        slice's records heard, and its lines and records let go before the next slice is parsed; the shard is then
+        held by its keys, as `reload` holds a first load's. Why: parsed all at once, a million entities' records
+        (1.1 GB of dicts and lists) and lines (the file again, as strings) were alive together before the
+        listeners heard the first, and a memory the official server wrote is one file: the load's peak was twice
+        what it settles at, and what the listeners built went into the room the records had held only after.
+        A shard that cannot be held by its keys (an unreadable line, a line ending in "\r", a record held twice
+        in it) is read again whole and held by its lines; a record held twice (in one shard by an old writer, or
+        in two by an old fork's split) is heard at its first line as read, and once the shard is held, merged
+        with its other copies, as the upsert it is."""
+        for index in sorted(on_disk):
+            read = self._read_split_if_there(index) if on_disk[index] else None
+            if read is None:  # gone, or not all UTF-8 (read whole, each bad line a problem)
+                parsed = self._read_if_there(index) if on_disk[index] else None
+                fresh, alone, in_order = self._install({index: parsed}, generations, by_keys=True)
+                if not alone and index in self.shards:
+                    in_order = [self.record(key, fresh) for key in self.shards[index].held_keys()]
+                hear(in_order)
+                continue
+            split, stat = read
+            path = self.names.path(index)
+            keys: list[Key] = []
+            digests = array("q")
+            line_keys: list[Key | None] = [None] * split.lines_in_file
+            twice: dict[Key, None] = {}  # keys this shard holds more than once (an old writer's duplicates)
+            elsewhere: dict[Key, None] = {}  # keys an earlier shard holds too (an old fork's split)
+            problems: list[LineProblem] = []
+            for part in parse_slices(path, split, self.check, let_go=True):
+                heard = []
+                for (key, record, line), number in zip(part.records, part.record_lines, strict=True):
+                    line_keys[number - 1] = key
+                    where = self.locations.get(key)
+                    if where is None:
+                        self.locations[key] = self._only_in(index)
+                        keys.append(key)
+                        digests.append(hash(line))
+                        heard.append(record)
+                    elif index in where:
+                        twice[key] = None
+                    else:
+                        self._locate(key, index)
+                        keys.append(key)
+                        digests.append(hash(line))
+                        elsewhere[key] = None
+                problems.extend(part.problems)
+                del part
+                hear(heard)
+                del heard
+            count = len(keys) + len(problems)
+            generation = (generations or {}).get(path.name)
+            if problems or not split.lines_as_written:
+                self._hold_read_again(index, stat, generation, hear, set(twice))
+            else:
+                merged = self._merge_copies(index, stat, line_keys, twice, split.repair_text)
+                if merged:
+                    place = {key: position for position, key in enumerate(keys) if key in merged}
+                    for key, (_, line) in merged.items():
+                        digests[place[key]] = hash(line)
+                unread = UnreadLines(self, index, stat, line_keys, {key: line for key, (_, line) in merged.items()})
+                self.shards[index] = Shard(None, stat, generation, [], count, unread=unread, keys=keys, digests=digests)
+                hear([record for record, _ in merged.values()])
+            del split, line_keys, keys, digests
+            hear([self.record(key) for key in elsewhere if key in self.locations])
+
+    def _merge_copies(
+        self, index: int, stat: FileStat, line_keys: list[Key | None], twice: dict[Key, None], repair_text: bool
+    ) -> dict[Key, tuple[dict[str, Any], str]]:
+        """(`_load_shard_by_shard`.) The records a shard holds more than once, each merged from its copies in file
+        order as `_install` merges them, with its merged line: the copies' lines read again from the file, one at
+        a time (the file it was just read from, else the call fails and the next one reads what changed)."""
+        if not twice:
+            return {}
+        wanted = {number: key for number, key in enumerate(line_keys, start=1) if key in twice}
+        merged: dict[Key, dict[str, Any]] = {}
+        path = self.names.path(index)
+        with open(path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if (st.st_size, st.st_mtime_ns, st.st_ino) != stat:
+                raise StaleShardError(
+                    f"{path} changed on disk while it was read (edited by hand?). Nothing was written; retry the "
+                    "call, which reads it again."
+                )
+            for number, raw in enumerate(handle, start=1):
+                key = wanted.get(number)
+                if key is None:
+                    continue
+                text = raw.removeprefix(UTF8_BOM) if number == 1 else raw
+                copy, _ = checked_record(json.loads(text), self.check, repair_text)
+                assert copy is not None  # (it was read as one a moment ago)
+                merged[key] = merge_records(merged[key], copy) if key in merged else copy
+        return {key: (record, dump_line(record)) for key, record in merged.items()}
+
+    def _hold_read_again(
+        self,
+        index: int,
+        stat: FileStat,
+        generation: str | None,
+        hear: Callable[[list[dict[str, Any]]], None],
+        twice: set[Key],
+    ) -> None:
+        """(`_load_shard_by_shard`, rare: an unreadable line, a line ending in "\r".) A shard whose records were
+        heard, held by its lines: read whole again, the file it was just read from (else the call fails, and the
+        next one reads what changed); its own copies of a record are merged as `_install` merges them, and heard."""
+        parsed = read_shard_file(self.names.path(index), self.check)
+        if parsed.stat != stat:
+            raise StaleShardError(
+                f"{self.names.path(index)} changed on disk while it was read (edited by hand?). Nothing was written; "
+                "retry the call, which reads it again."
+            )
+        lines: ShardLines = {}
+        merged: dict[Key, dict[str, Any]] = {}
+        for key, record, line in parsed.records:
+            if key in lines:
+                record = merge_records(merged[key], record)
+                line = dump_line(record)
+            lines[key] = line
+            merged[key] = record
+        self.shards[index] = Shard(lines, stat, generation, parsed.problems, len(parsed.records) + len(parsed.problems))
+        hear([merged[key] for key in twice])
+
+    def _read_split_if_there(self, index: int) -> tuple[SplitText, FileStat] | None:
+        try:
+            return read_split(self.names.path(index))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.names.path(index)}: {exc.strerror}") from exc
+
+    def _changed_shards(self, generations: Manifest | None, suspects: set[int] | None = None) -> dict[int, bool]:
+        """The shards that changed on disk (among `suspects` only, when given), each with whether it is there to
+        be read (False: it is gone)."""
         on_disk = self._discover(generations, suspects)
         if self.lazy and not self.shards and not self.deferred:
             self._defer_older(on_disk, generations)
@@ -452,12 +593,12 @@ class Collection:
                 self.deferred[index] = Deferred(on_disk[index], (generations or {}).get(self.names.file_name(index)))
             else:
                 del self.deferred[index]
-        changed: dict[int, ParsedFile | None] = {}
+        changed: dict[int, bool] = {}
         candidates = (set(on_disk) | set(self.shards)) - set(self.deferred)
         for index in candidates if suspects is None else candidates & suspects:
             known = self.shards.get(index)
             if index not in on_disk:
-                changed[index] = None
+                changed[index] = False
                 continue
             path = self.names.path(index)
             generation = (generations or {}).get(path.name)
@@ -466,7 +607,7 @@ class Collection:
                 or known.stat != on_disk[index]
                 or (generation is not None and generation != known.generation)
             ):
-                changed[index] = self._read_if_there(index)
+                changed[index] = True
         return changed
 
     def _read_if_there(self, index: int) -> ParsedFile | None:

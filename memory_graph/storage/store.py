@@ -364,7 +364,9 @@ class Store(StoreEngine):
         for collection in self.collections.values():
             if not (full or collection.behind() or collection.lazy):
                 continue
-            change = collection.reload(hand_edits=full)
+            # A first load's records are heard shard by shard as they are read (`Collection.reload`'s `hear`).
+            hear = functools.partial(self._notify_taking, collection.name) if collection.name != HISTORY else None
+            change = collection.reload(hand_edits=full, hear=hear)
             if collection.name == HISTORY:
                 change = Reloaded(change.removed, [*appended, *change.upserted])
                 change = self._set_aside_unfinished_appends(collection, change)

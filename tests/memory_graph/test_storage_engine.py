@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memory_graph.errors import CorruptFileError, StorageError
-from memory_graph.storage import Key, Store, entity_key
+from memory_graph.storage import Key, Store, entity_key, parse_slices, read_shard_file, read_split
 
 Record = dict[str, Any]
 Call = tuple[str, list[Key], list[Record]]
@@ -27,6 +27,11 @@ class Recorder:
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[Record]) -> None:
         self.calls.append((collection, list(removed), [dict(r) for r in upserted]))
+
+    def loaded(self) -> list[tuple[str, Record]]:
+        """What a first load told, (collection, record) in the order heard: it tells records only, shard by shard."""
+        assert all(not removed for _, removed, _ in self.calls)
+        return [(name, record) for name, _, upserted in self.calls for record in upserted]
 
 
 def ent(name: str, *observations: str, entity_type: str = "person", **extra: Any) -> Record:
@@ -118,7 +123,9 @@ def test_other_store_sees_a_commit_as_exactly_the_removed_keys_and_upserted_reco
     writer, writer_heard = open_store(tmp_path)
     upsert_all(writer, [ent(f"E{i}") for i in range(7)])
     reader, heard = open_store(tmp_path)
-    assert heard.calls == [("memory", [], [ent(f"E{i}") for i in range(7)])]  # a first load, in file order
+    assert len(heard.calls) == 3  # a first load, heard shard by shard as each is read, in file order
+    assert heard.loaded() == [("memory", ent(f"E{i}")) for i in range(7)]
+    heard.calls.clear()
 
     with writer.transaction() as tx:
         tx.upsert("memory", ent("E7", "new"))
@@ -127,9 +134,9 @@ def test_other_store_sees_a_commit_as_exactly_the_removed_keys_and_upserted_reco
     assert writer_heard.calls[-1] == ("memory", [entity_key("E5")], [ent("E7", "new"), ent("E1", "changed")])
     with reader.reading():
         pass
-    assert heard.calls[1:] == [("memory", [entity_key("E5")], [ent("E1", "changed"), ent("E7", "new")])]
+    assert heard.calls == [("memory", [entity_key("E5")], [ent("E1", "changed"), ent("E7", "new")])]
     reader.poll()
-    assert len(heard.calls) == 2
+    assert len(heard.calls) == 1
 
 
 def test_a_hand_edited_line_is_noticed_on_the_next_read_as_one_upsert(tmp_path: Path) -> None:
@@ -184,7 +191,7 @@ def test_check_reports_every_kind_of_damage_and_repair_keeps_every_removed_byte(
 
     repaired = [ent("E0", "x", "other"), ent("E1", "a", "b"), ent("Shared", "m", "l")]
     fresh, heard = open_store(tmp_path)
-    assert heard.calls == [("memory", [], repaired)]
+    assert heard.loaded() == [("memory", record) for record in repaired]
     assert fresh.problems() == []
 
 
@@ -237,7 +244,7 @@ def test_a_transaction_whose_block_raises_writes_nothing_and_tells_no_listener(t
     assert snapshot(tmp_path) == before
     assert len(heard.calls) == calls
     _, fresh_heard = open_store(tmp_path)
-    assert fresh_heard.calls == [("memory", [], [ent(f"E{i}") for i in range(4)])]
+    assert fresh_heard.loaded() == [("memory", ent(f"E{i}")) for i in range(4)]
 
 
 # The repair's os.replace calls: the stamps, then the journal, then the shards. Dying at the journal leaves the
@@ -283,7 +290,11 @@ def test_a_crash_in_the_middle_of_a_multi_shard_repair_is_finished_or_undone_on_
     assert not list(folder.glob(".*.tmp"))
     if outcome == "repaired":
         assert fresh.check().ok
-        assert heard.calls == [("memory", [], [ent("E0", "x", "y"), ent("E1"), ent("E2", "lesson copy")])]
+        assert heard.loaded() == [
+            ("memory", ent("E0", "x", "y")),
+            ("memory", ent("E1")),
+            ("memory", ent("E2", "lesson copy")),
+        ]
     else:
         assert not fresh.check().ok
 
@@ -302,3 +313,85 @@ def test_a_load_is_heard_in_slices_in_file_order(tmp_path: Path) -> None:
     memory_calls = [upserted for collection, removed, upserted in heard.calls if collection == "memory"]
     assert [len(call) for call in memory_calls] == [4, 4, 3]
     assert [record for call in memory_calls for record in call] == [*records, relation]
+
+
+def held_state(store: Store) -> dict[str, Any]:
+    """What a store's collections hold: shards (keys in order, lines, problems), locations. A shard held by its keys
+    has its lines read back from its file here, and the hash it keeps of each must be that line's."""
+    state: dict[str, Any] = {}
+    for name, collection in store.collections.items():
+        shards = {}
+        for index, shard in sorted(collection.shards.items()):
+            digests = shard.line_digests()
+            lines = dict(shard.lines)
+            assert digests is None or digests == {key: hash(line) for key, line in lines.items()}
+            shards[index] = (list(shard.held_keys()), lines, shard.problems)
+        state[name] = (shards, dict(collection.locations))
+    return state
+
+
+def final_records(calls: list[Call]) -> list[Record]:
+    """The records a listener holds after hearing only upserts: each key's last record, at its first place."""
+    held: dict[Key, Record] = {}
+    for _, removed, upserted in calls:
+        assert not removed
+        for record in upserted:
+            held[entity_key(record["name"]) if record["type"] == "entity" else tuple(record.values())] = record
+    return list(held.values())
+
+
+def read_whole(folder: Path) -> tuple[Store, list[Record]]:
+    """The memory collection read as before a first load was heard slice by slice: each shard parsed whole, the
+    records told all at once (`Collection.reload` with no `hear`)."""
+    store = Store({"memory": folder / "memory.json", "lesson": folder / "lesson.json"}, shard_lines=3)
+    return store, store.collections["memory"].reload().upserted
+
+
+@pytest.mark.parametrize("slice_lines", [3, 2_000])
+def test_a_first_load_heard_slice_by_slice_holds_and_tells_what_a_whole_read_does(
+    slice_lines: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first load parses each shard a slice at a time and lets each slice go once heard (the load's peak); what
+    it holds and what its listeners end up holding are what reading each shard whole gives: a file the official
+    server wrote (a BOM, blank lines, a record written twice in other slices, a relation twice) and an old fork's
+    split (a record in two shards)."""
+    monkeypatch.setattr("memory_graph.storage.codec.PARSE_SLICE", slice_lines)
+    relation = {"type": "relation", "from": "E1", "to": "E2", "relationType": "knows"}
+    main = [line(ent(f"E{i}", f"o{i}")) for i in range(12)]
+    main[3:3] = [b"", line(relation)]
+    main[9:9] = [line(ent("E1", "later")), b"  ", line(relation)]
+    main.append(line(ent("E4", "o4", "last")))
+    (tmp_path / "memory.json").write_bytes(b"\xef\xbb\xbf" + b"\n".join(main) + b"\n")
+    write_shard(tmp_path / "memory-1.json", line(ent("E5", "split copy")), line(ent("E20")))
+    streamed, heard = open_store(tmp_path)
+    assert len(heard.calls) >= (6 if slice_lines == 3 else 2)  # (memory.json in slices, then memory-1.json)
+    whole, told = read_whole(tmp_path)
+    assert final_records(heard.calls) == final_records([("memory", [], told)])
+    assert held_state(streamed)["memory"] == held_state(whole)["memory"]
+    held = {r["name"]: r for r in final_records(heard.calls) if r["type"] == "entity"}
+    assert held["E1"]["observations"] == ["o1", "later"] and held["E5"]["observations"] == ["o5", "split copy"]
+    assert held["E4"]["observations"] == ["o4", "last"]
+    # It goes on as any load: a write reads the held lines back exactly, and the next first load agrees.
+    upsert_all(streamed, [ent("E1", "o1", "later", "new")])
+    again, again_heard = open_store(tmp_path)
+    whole, told = read_whole(tmp_path)
+    assert final_records(again_heard.calls) == final_records([("memory", [], told)])
+    assert held_state(again)["memory"] == held_state(whole)["memory"]
+
+
+def test_parsing_in_slices_gives_what_parsing_whole_does_and_can_let_each_slice_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memory_graph.storage.codec.PARSE_SLICE", 4)
+    lines = [line(ent(f"E{i}", f"o{i}")) for i in range(10)]
+    lines[2:2] = [b"", b"{not json", line({"type": "entity", "name": ""})]
+    path = tmp_path / "memory.json"
+    write_shard(path, *lines)
+    whole = read_shard_file(path)
+    split, stat = read_split(path) or pytest.fail("not read")
+    parts = list(parse_slices(path, split, let_go=True))
+    assert len(parts) == 3  # (12 lines that are not blank)
+    assert [r for part in parts for r in part.records] == whole.records
+    assert [n for part in parts for n in part.record_lines] == whole.record_lines
+    assert [p for part in parts for p in part.problems] == whole.problems != []
+    assert stat == whole.stat and split.lines == [""] * 12
