@@ -12,13 +12,16 @@ the stdlib's fastest loader of them, 3-4x `json` on a parsed graph, and runs no 
 The tag names the code that wrote it; a snapshot of other code, or whose checksum or length does not match (a torn
 or damaged file), reads as none and the start parses the files.
 
-The data is the chunks, then the skeleton (the payload with each container of more than CHUNK_ITEMS items
-replaced by a marker that lists its chunks' lengths), then the skeleton's length (8 bytes). Each chunk holds
-CHUNK_ITEMS items of one such container, in the order the markers are met. Why chunks: one marshal call holds the
-interpreter for the whole call (seconds at a million entities), and a database server answers reads from another
-thread while it restores (`ReadsWhileLoading`); between two chunks that thread gets its turn. Why the skeleton
-last: each chunk is written as soon as it is encoded, so a save never holds the snapshot's bytes (650 MB at a
-million entities; joined into one file's content, they were held three times over).
+The data is the chunks, then the skeleton (the payload with each container of more than CHUNK_ITEMS items replaced
+by a marker that lists its chunks' lengths), then the skeleton's length (8 bytes). Each chunk holds CHUNK_ITEMS
+items of one such container, in the order the markers are met; a bytes value or array of more than RAW_BYTES is a
+marker too, its bytes written as they are in its place among the chunks (read back as bytes, as marshal reads an
+array back). Why: marshalled in the skeleton, every array of the graph's columns and the search index's postings was
+copied into one bytes object at the end of the save (about 100 MB more at the save's peak at 300k entities). Why
+chunks: one marshal call holds the interpreter for the whole call (seconds at a million entities), and a database
+server answers reads from another thread while it restores (`ReadsWhileLoading`); between two chunks that thread
+gets its turn. Why the skeleton last: each chunk is written as soon as it is encoded, so a save never holds the
+snapshot's bytes (650 MB at a million entities; joined into one file's content, they were held three times over).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import os
 import struct
 import time
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -46,6 +50,7 @@ log = logging.getLogger(__name__)
 MAGIC = b"memory-graph snapshot"
 MAX_HEADER = 256
 CHUNK_ITEMS = 5_000
+RAW_BYTES = 1 << 16
 CHECK_PIECE_BYTES = 16 << 20
 SKELETON_LENGTH = struct.Struct("<Q")  # the data ends with the skeleton's length
 # Stands for a container whose items follow in chunks: (CHUNKED, "dict" or "list", the chunks' lengths). A tuple
@@ -170,6 +175,14 @@ class _Chunks:
                 for length in lengths:
                     joined.extend(self.next(length))
                 return joined
+            if kind == "bytes" and len(lengths) == 1:
+                self.between_chunks()
+                end = self.position + lengths[0]
+                if end > len(self.data):
+                    raise ValueError("a chunk runs past the end")
+                raw = bytes(self.data[self.position : end])
+                self.position = end
+                return raw
             raise ValueError(f"a chunked container of an unknown kind {kind!r}")
         if type(value) is dict:
             return {key: self.restored(item) for key, item in value.items()}
@@ -189,12 +202,18 @@ class SnapshotStream:
         self.kind, self.items = kind, items
 
 
-def _chunked(value: Any, write: Callable[[bytes], None]) -> Any:
+def _chunked(value: Any, write: Callable[[bytes | memoryview], None]) -> Any:
     """The payload with every container past CHUNK_ITEMS items (and every SnapshotStream) replaced by its marker, its
     chunks written (the items of such a container are kept as they are: large ones hold records, not further large
     containers)."""
     if type(value) is SnapshotStream:
         return _written_in_chunks(value.kind, iter(value.items), write)
+    if type(value) is bytes or type(value) is array:
+        with memoryview(value) as view, view.cast("B") as raw:
+            if raw.nbytes > RAW_BYTES:
+                write(raw)
+                return (CHUNKED, "bytes", (raw.nbytes,))
+        return value
     if type(value) is dict:
         if len(value) > CHUNK_ITEMS:
             return _written_in_chunks("dict", iter(value.items()), write)
@@ -207,7 +226,7 @@ def _chunked(value: Any, write: Callable[[bytes], None]) -> Any:
 
 
 def _written_in_chunks(
-    kind: str, items: Iterator[Any], write: Callable[[bytes], None]
+    kind: str, items: Iterator[Any], write: Callable[[bytes | memoryview], None]
 ) -> tuple[str, str, tuple[int, ...]]:
     make = dict if kind == "dict" else list
     lengths = []
@@ -235,7 +254,7 @@ class _Checksummed:
     def __init__(self, handle: BinaryIO) -> None:
         self.handle, self.crc, self.length = handle, 0, 0
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self.handle.write(data)
         self.crc = zlib.crc32(data, self.crc)
         self.length += len(data)
