@@ -1,5 +1,6 @@
 """What a restart's restore of the start snapshot costs, in process: a memory of N entities (3 observations each)
-and 2N relations is written in the official format and loaded once; its snapshot is saved (timed: `save_s` in all,
+and 2N relations is written in the official format and loaded once (timed: `load_s`, and the most the process
+held meanwhile, `load_peak_mb`); its snapshot is saved (timed: `save_s` in all,
 and `read_waited_s`, how long a read arriving 5 ms after the save began waited for the part made with the store
 held; the RSS after that first load, after its warm-up builds the search index, and after the save, and the most
 the process held while it saved, `save_peak_mb`); then the memory is taken again from that snapshot as the server
@@ -79,7 +80,11 @@ def measure(entities: int) -> dict[str, float]:
         folder = Path(name)
         write_memory(folder / "memory.json", entities)
         first = services(folder)
+        reset_peak_rss()
+        began = time.perf_counter()
         first.store.open()
+        load_s = time.perf_counter() - began
+        load_peak = peak_rss_mb()
         loaded = settled_rss_mb()
         first.graph.warm_up()
         warmed = settled_rss_mb()
@@ -122,6 +127,8 @@ def measure(entities: int) -> dict[str, float]:
         done = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ)
         restored = json.loads(done.stdout.strip().splitlines()[-1])
         first_load = {
+            "load_s": load_s,
+            "load_peak_mb": load_peak,
             "first_load_rss_mb": loaded,
             "warmed_rss_mb": warmed,
             "save_peak_mb": save_peak,
