@@ -500,7 +500,7 @@ class Collection:
                 del part
                 hear(heard)
                 del heard
-            count = len(keys) + len(problems)
+            count = len(line_keys) - line_keys.count(None) + len(problems)  # every record's line, copies too
             generation = (generations or {}).get(path.name)
             if problems or not split.lines_as_written:
                 self._hold_read_again(index, stat, generation, hear, set(twice))

@@ -325,7 +325,7 @@ def held_state(store: Store) -> dict[str, Any]:
             digests = shard.line_digests()
             lines = dict(shard.lines)
             assert digests is None or digests == {key: hash(line) for key, line in lines.items()}
-            shards[index] = (list(shard.held_keys()), lines, shard.problems)
+            shards[index] = (list(shard.held_keys()), lines, shard.problems, shard.line_count)
         state[name] = (shards, dict(collection.locations))
     return state
 
