@@ -83,31 +83,61 @@ def read_snapshot(
     wrote (`write_snapshot`'s stat: it is never changed in place, only replaced), or None is returned. `checked`
     is called once the checksum matched, before the payload is read.
 
-    The file is mapped, not read: its pages come in as the checksum and the chunks reach them, and the whole file
-    is never a second copy of the snapshot in memory. Pages already checked or read are let go as it goes
-    (`_Released`): mapped pages count in the process's RSS, and at a million entities the 650 MB file, all
-    touched by the checksum, was a third of a restore's peak."""
+    The file is mapped, not read: its pages come in as the chunks reach them, and the whole file is never a second
+    copy of the snapshot in memory. Pages already read are let go as it goes (`_Released`), and the checksum is
+    taken from the file read a piece at a time into one buffer, not through the mapping: mapped pages count in the
+    process's RSS, and at a million entities the 650 MB file, all touched by the checksum, was a third of a
+    restore's peak (touched by the checksum and let go, every page was then faulted in twice)."""
     try:
         with open(path, "rb") as handle:
-            header = handle.readline(MAX_HEADER)
-            st = os.fstat(handle.fileno())
-            if written is not None and (st.st_size, st.st_mtime_ns, st.st_ino) != written:
-                return None  # replaced since (another process's save)
-            size = st.st_size - len(header)
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size > 0 else None
+            return _read_open(path, handle, tag, between_chunks, written, checked)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # (ValueError: mmap refuses an empty file)
         log.warning("ignoring the start snapshot %s (%s); the files are read instead", path, exc)
         return None
+
+
+def _read_open(
+    path: Path,
+    handle: io.BufferedReader,
+    tag: str,
+    between_chunks: Callable[[], None],
+    written: FileStat | None,
+    checked: Callable[[], None],
+) -> Any | None:
+    header = handle.readline(MAX_HEADER)
+    st = os.fstat(handle.fileno())
+    if written is not None and (st.st_size, st.st_mtime_ns, st.st_ino) != written:
+        return None  # replaced since (another process's save)
+    size = st.st_size - len(header)
+    mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size > 0 else None
     fields = _header_fields(header)
     if mapped is None or len(fields) != 4 or fields[0] != MAGIC or fields[1].decode("ascii", "replace") != tag:
         if mapped is not None:
             mapped.close()
         return None  # another version's snapshot (replaced at the next save), or nothing after its header
+
+    def file_crc() -> int:
+        """The crc32 of the data after the header (-1 when it cannot be read), a piece at a time."""
+        checksum = 0
+        buffer = bytearray(CHECK_PIECE_BYTES)
+        try:
+            handle.seek(len(header))  # (the mapping does not use the file's position)
+            with memoryview(buffer) as view:
+                while True:
+                    between_chunks()
+                    count = handle.readinto(view)
+                    if not count:
+                        return checksum
+                    checksum = zlib.crc32(view[:count], checksum)
+        except OSError:
+            return -1
+
     try:
         with memoryview(mapped) as whole, whole[len(header) :] as data:
-            return _payload(path, fields, data, between_chunks, checked, _Released(mapped, len(header)))
+            released = _Released(mapped, len(header))
+            return _payload(path, fields, data, between_chunks, checked, released, file_crc)
     finally:
         mapped.close()
 
@@ -129,10 +159,6 @@ class _Released:
             self.mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
         self.done = end
 
-    def restart(self) -> None:
-        """From the start of the data again (the checksum's pass is over; the chunks are read next)."""
-        self.done = 0
-
 
 def _payload(
     path: Path,
@@ -141,19 +167,22 @@ def _payload(
     between_chunks: Callable[[], None],
     checked: Callable[[], None] = lambda: None,
     released: _Released | None = None,
+    crc_of: Callable[[], int] | None = None,
 ) -> Any | None:
+    """The payload of the data after a header (`fields`), or None when it is damaged (logged). `crc_of`: the
+    data's crc32 taken otherwise than from `data` (a file's, read into a buffer: see read_snapshot)."""
     released = released or _Released()
     try:
         crc, length = int(fields[2]), int(fields[3])
     except ValueError:
         crc, length = -1, -1
-    checksum = 0
-    for start in range(0, len(data), CHECK_PIECE_BYTES):
-        between_chunks()
-        checksum = zlib.crc32(data[start : start + CHECK_PIECE_BYTES], checksum)
-        released.upto(start + CHECK_PIECE_BYTES)
-    released.upto(len(data), at_least=0)
-    released.restart()
+    if crc_of is not None:
+        checksum = crc_of()
+    else:
+        checksum = 0
+        for start in range(0, len(data), CHECK_PIECE_BYTES):
+            between_chunks()
+            checksum = zlib.crc32(data[start : start + CHECK_PIECE_BYTES], checksum)
     if length != len(data) or checksum != crc:
         log.warning("ignoring the damaged start snapshot %s; the files are read instead", path)
         return None
