@@ -477,7 +477,7 @@ class Collection:
             digests = array("q")
             line_keys: list[Key | None] = [None] * split.lines_in_file
             twice: dict[Key, None] = {}  # keys this shard holds more than once (an old writer's duplicates)
-            elsewhere: dict[Key, None] = {}  # keys an earlier shard holds too (an old fork's split)
+            elsewhere: dict[Key, dict[str, Any]] = {}  # keys an earlier shard holds too (a fork's split): own copy
             problems: list[LineProblem] = []
             for part in parse_slices(path, split, self.check, let_go=True):
                 heard = []
@@ -495,7 +495,7 @@ class Collection:
                         self._locate(key, index)
                         keys.append(key)
                         digests.append(hash(line))
-                        elsewhere[key] = None
+                        elsewhere[key] = record
                 problems.extend(part.problems)
                 del part
                 hear(heard)
@@ -503,7 +503,7 @@ class Collection:
             count = len(line_keys) - line_keys.count(None) + len(problems)  # every record's line, copies too
             generation = (generations or {}).get(path.name)
             if problems or not split.lines_as_written:
-                self._hold_read_again(index, stat, generation, hear, set(twice))
+                own = self._hold_read_again(index, stat, generation, set(twice))
             else:
                 merged = self._merge_copies(index, stat, line_keys, twice, split.repair_text)
                 if merged:
@@ -512,9 +512,26 @@ class Collection:
                         digests[place[key]] = hash(line)
                 unread = UnreadLines(self, index, stat, line_keys, {key: line for key, (_, line) in merged.items()})
                 self.shards[index] = Shard(None, stat, generation, [], count, unread=unread, keys=keys, digests=digests)
-                hear([record for record, _ in merged.values()])
+                own = {key: record for key, (record, _) in merged.items()}
             del split, line_keys, keys, digests
-            hear([self.record(key) for key in elsewhere if key in self.locations])
+            hear(list(own.values()))  # a record written twice in the shard, merged
+            hear([self._merged_with_earlier(key, index, own.get(key, copy)) for key, copy in elsewhere.items()])
+
+    def _merged_with_earlier(self, key: Key, index: int, own: dict[str, Any]) -> dict[str, Any]:
+        """(`_load_shard_by_shard`, rare: an old fork's split.) A record shard `index` holds (`own`, as read) merged
+        with the copies earlier shards hold, each read as a load reads it (made canonical, a lone surrogate
+        replaced), in shard order as `record` merges them."""
+        copies = []
+        for where in self.locations[key]:
+            if where == index:
+                copies.append(own)
+                continue
+            copy, _ = checked_record(json.loads(self.shards[where].lines[key]), self.check, repair_text=True)
+            copies.append(copy if copy is not None else json.loads(self.shards[where].lines[key]))
+        merged = copies[0]
+        for copy in copies[1:]:
+            merged = merge_records(merged, copy)
+        return merged
 
     def _merge_copies(
         self, index: int, stat: FileStat, line_keys: list[Key | None], twice: dict[Key, None], repair_text: bool
@@ -545,16 +562,12 @@ class Collection:
         return {key: (record, dump_line(record)) for key, record in merged.items()}
 
     def _hold_read_again(
-        self,
-        index: int,
-        stat: FileStat,
-        generation: str | None,
-        hear: Callable[[list[dict[str, Any]]], None],
-        twice: set[Key],
-    ) -> None:
+        self, index: int, stat: FileStat, generation: str | None, twice: set[Key]
+    ) -> dict[Key, dict[str, Any]]:
         """(`_load_shard_by_shard`, rare: an unreadable line, a line ending in "\r".) A shard whose records were
         heard, held by its lines: read whole again, the file it was just read from (else the call fails, and the
-        next one reads what changed); its own copies of a record are merged as `_install` merges them, and heard."""
+        next one reads what changed); its own copies of a record are merged as `_install` merges them (returned for
+        the keys of `twice`)."""
         parsed = read_shard_file(self.names.path(index), self.check)
         if parsed.stat != stat:
             raise StaleShardError(
@@ -570,7 +583,7 @@ class Collection:
             lines[key] = line
             merged[key] = record
         self.shards[index] = Shard(lines, stat, generation, parsed.problems, len(parsed.records) + len(parsed.problems))
-        hear([merged[key] for key in twice])
+        return {key: merged[key] for key in twice}
 
     def _read_split_if_there(self, index: int) -> tuple[SplitText, FileStat] | None:
         try:

@@ -438,9 +438,7 @@ class StoreEngine(ABC):
             def let_go_of_all() -> None:
                 nonlocal let_go
                 let_go = True
-                self._forget_collections()
-                for part in refilled:
-                    part.hold_nothing()
+                self._hold_nothing()
 
             try:
                 payload = read_snapshot(
@@ -460,9 +458,7 @@ class StoreEngine(ABC):
                 # unreadable, memory running out, an interrupt) can come: what is held now is part of the memory,
                 # which a write must never take for all of it. Hold nothing and be unopened, so the next call reads
                 # the memory again (from the snapshot, or the files).
-                self._forget_collections()
-                for part in refilled:
-                    part.hold_nothing()
+                self._hold_nothing()
                 self._opened = False
                 if not isinstance(exc, Exception):
                     raise
@@ -470,6 +466,15 @@ class StoreEngine(ABC):
                 return False
             log.info("the memory is held as restored from its snapshot %s", self._snapshot)
             return True
+
+    def _hold_nothing(self) -> None:
+        """Let go of what the snapshotted collections and the refillable parts hold (a hold as restored, or a load
+        that failed part way): the next open loads from nothing, and no part keeps a record a later load would not
+        tell it of (a load tells records, not removals)."""
+        self._forget_collections()
+        for part in self._snapshot_parts():
+            if isinstance(part, Refillable):
+                part.hold_nothing()
 
     def _snapshot_failed(self) -> None:
         """The save that said the snapshot was current wrote none: the next save must try again."""

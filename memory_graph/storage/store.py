@@ -168,9 +168,16 @@ class Store(StoreEngine):
                 # (Only the snapshotted ones: the history, kept by no snapshot, stays held when a hold as restored
                 # fails and the store is opened again, which must restore, so the catch-up reports to every part what
                 # changed since the snapshot, removals too; a load from nothing reports only records.)
-                if not any(c.shards or c.locations for c in self._snapshotted().values()):
-                    self._restore_snapshot()
-                self._catch_up(startup=True)
+                try:
+                    if not any(c.shards or c.locations for c in self._snapshotted().values()):
+                        self._restore_snapshot()
+                    self._catch_up(startup=True)
+                except BaseException:
+                    # Trigger: a load that failed part way (a file edited while it was read, a part's error). Why: a
+                    # first load is heard a slice at a time, so the collections and the parts hold part of it.
+                    # Outcome: all of it is let go; the next call loads again from nothing.
+                    self._hold_nothing()
+                    raise
                 self._opened = True
             log.info("memory opened: %s", ", ".join(str(c.names.main_path) for c in self.collections.values()))
 

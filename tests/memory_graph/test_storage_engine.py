@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memory_graph.errors import CorruptFileError, StorageError
+from memory_graph.errors import CorruptFileError, StaleShardError, StorageError
 from memory_graph.storage import Key, Store, entity_key, parse_slices, read_shard_file, read_split
 
 Record = dict[str, Any]
@@ -395,3 +395,50 @@ def test_parsing_in_slices_gives_what_parsing_whole_does_and_can_let_each_slice_
     assert [n for part in parts for n in part.record_lines] == whole.record_lines
     assert [p for part in parts for p in part.problems] == whole.problems != []
     assert stat == whole.stat and split.lines == [""] * 12
+
+
+def test_a_record_split_across_shards_is_told_as_a_load_reads_it(tmp_path: Path) -> None:
+    """An old fork's split left a record in two shards, in lines an old writer left without "type" and with half
+    an emoji (a lone surrogate escape): the first load tells it merged and made canonical, as a whole read does."""
+    (tmp_path / "memory.json").write_text(
+        '{"name":"E5","entityType":"person","observations":["a"]}\n'
+        '{"type":"entity","name":"S","entityType":"p","observations":["x\\ud83d"]}\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "memory-1.json").write_text(
+        '{"name":"E5","entityType":"person","observations":["b"]}\n'
+        '{"type":"entity","name":"S","entityType":"p","observations":["y"]}\n',
+        encoding="utf-8",
+    )
+    _, heard = open_store(tmp_path)
+    _, told = read_whole(tmp_path)
+    assert final_records(heard.calls) == final_records([("memory", [], told)])
+    assert final_records(heard.calls) == [ent("E5", "a", "b"), ent("S", "x\ufffd", "y", entity_type="p")]
+
+
+def test_a_first_load_that_fails_part_way_is_let_go_and_the_next_call_loads_again(tmp_path: Path) -> None:
+    """A file edited by hand while a first load reads it (after its records were heard, before its copies of a
+    record were merged): the load fails with a message to retry, lets go of what it held, and the next call loads
+    the files as they are now."""
+    (tmp_path / "memory.json").write_bytes(
+        b"\n".join([line(ent("A", "1")), line(ent("B")), line(ent("A", "2"))]) + b"\n"
+    )
+    write_shard(tmp_path / "memory-1.json", line(ent("C")), line(ent("D")))
+
+    class EditingOnce(Recorder):
+        def records_changed(self, collection: str, removed: list[Key], upserted: list[Record]) -> None:
+            super().records_changed(collection, removed, upserted)
+            if len(self.calls) == 1:
+                with open(tmp_path / "memory.json", "ab") as handle:
+                    handle.write(line(ent("E")) + b"\n")
+
+    store = Store({"memory": tmp_path / "memory.json", "lesson": tmp_path / "lesson.json"}, shard_lines=3)
+    store.add_listener(EditingOnce())
+    with pytest.raises(StaleShardError, match="retry the call"):
+        store.open()
+    assert not store.collections["memory"].shards and not store.collections["memory"].locations
+    store.open()
+    whole, _ = read_whole(tmp_path)
+    assert held_state(store)["memory"] == held_state(whole)["memory"]
+    upsert_all(store, [ent("F")])
+    assert sorted(r["name"] for r in read_whole(tmp_path)[1]) == ["A", "B", "C", "D", "E", "F"]
