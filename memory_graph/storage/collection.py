@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, KeysView
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memory_graph.errors import LineProblem, StaleShardError, StorageError
 from memory_graph.storage.codec import (
@@ -155,6 +155,16 @@ class Plan(dict[int, ShardLines]):
 
     def edited(self, index: int, key: Key) -> None:
         self.moved.setdefault(index, set()).add(key)
+
+
+class Copies(NamedTuple):
+    """A record a shard holds more than once (`Collection._merge_copies`): merged, its merged line, its first copy
+    (the one a first load heard) and the text of its last line in the file."""
+
+    record: dict[str, Any]
+    line: str
+    first: dict[str, Any]
+    last_line: str
 
 
 @dataclass
@@ -503,24 +513,33 @@ class Collection:
             count = len(line_keys) - line_keys.count(None) + len(problems)  # every record's line, copies too
             generation = (generations or {}).get(path.name)
             if problems or not split.lines_as_written:
-                own = self._hold_read_again(index, stat, generation, set(twice))
+                own, heard_copy = self._hold_read_again(index, stat, generation, set(twice))
             else:
                 merged = self._merge_copies(index, stat, line_keys, twice, split.repair_text)
                 if merged:
                     place = {key: position for position, key in enumerate(keys) if key in merged}
-                    for key, (_, line) in merged.items():
-                        digests[place[key]] = hash(line)
-                unread = UnreadLines(self, index, stat, line_keys, {key: line for key, (_, line) in merged.items()})
+                    for key, copies in merged.items():
+                        digests[place[key]] = hash(copies.line)
+                # (Only a merged line that is not the key's last line in the file, as `_install` keeps them: a
+                # restore of a shard with none takes its keys as they are.)
+                apart = {key: copies.line for key, copies in merged.items() if copies.line != copies.last_line}
+                unread = UnreadLines(self, index, stat, line_keys, apart)
                 self.shards[index] = Shard(None, stat, generation, [], count, unread=unread, keys=keys, digests=digests)
-                own = {key: record for key, (record, _) in merged.items()}
+                own = {key: copies.record for key, copies in merged.items()}
+                heard_copy = {key: copies.first for key, copies in merged.items()}
             del split, line_keys, keys, digests
-            hear(list(own.values()))  # a record written twice in the shard, merged
-            hear([self._merged_with_earlier(key, index, own.get(key, copy)) for key, copy in elsewhere.items()])
+            # A record written twice in the shard, merged; told again only when that changed it (the official server
+            # writes a relation twice when one call names it twice: the same record).
+            hear([record for key, record in own.items() if record != heard_copy[key]])
+            for key, copy in elsewhere.items():
+                merged_all, told = self._merged_with_earlier(key, index, own.get(key, copy))
+                if merged_all != told:
+                    hear([merged_all])
 
-    def _merged_with_earlier(self, key: Key, index: int, own: dict[str, Any]) -> dict[str, Any]:
+    def _merged_with_earlier(self, key: Key, index: int, own: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """(`_load_shard_by_shard`, rare: an old fork's split.) A record shard `index` holds (`own`, as read) merged
         with the copies earlier shards hold, each read as a load reads it (made canonical, a lone surrogate
-        replaced), in shard order as `record` merges them."""
+        replaced), in shard order as `record` merges them; and the first shard's copy (the one heard)."""
         copies = []
         for where in self.locations[key]:
             if where == index:
@@ -531,18 +550,20 @@ class Collection:
         merged = copies[0]
         for copy in copies[1:]:
             merged = merge_records(merged, copy)
-        return merged
+        return merged, copies[0]
 
     def _merge_copies(
         self, index: int, stat: FileStat, line_keys: list[Key | None], twice: dict[Key, None], repair_text: bool
-    ) -> dict[Key, tuple[dict[str, Any], str]]:
+    ) -> dict[Key, Copies]:
         """(`_load_shard_by_shard`.) The records a shard holds more than once, each merged from its copies in file
-        order as `_install` merges them, with its merged line: the copies' lines read again from the file, one at
-        a time (the file it was just read from, else the call fails and the next one reads what changed)."""
+        order as `_install` merges them: the copies' lines read again from the file, one at a time (the file it was
+        just read from, else the call fails and the next one reads what changed)."""
         if not twice:
             return {}
         wanted = {number: key for number, key in enumerate(line_keys, start=1) if key in twice}
         merged: dict[Key, dict[str, Any]] = {}
+        first: dict[Key, dict[str, Any]] = {}
+        last: dict[Key, str] = {}
         path = self.names.path(index)
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
@@ -555,19 +576,23 @@ class Collection:
                 key = wanted.get(number)
                 if key is None:
                     continue
-                text = raw.removeprefix(UTF8_BOM) if number == 1 else raw
+                text = (raw.removeprefix(UTF8_BOM) if number == 1 else raw).decode("utf-8").removesuffix("\n")
                 copy, _ = checked_record(json.loads(text), self.check, repair_text)
                 assert copy is not None  # (it was read as one a moment ago)
-                merged[key] = merge_records(merged[key], copy) if key in merged else copy
-        return {key: (record, dump_line(record)) for key, record in merged.items()}
+                if key in merged:
+                    merged[key] = merge_records(merged[key], copy)
+                else:
+                    merged[key] = first[key] = copy
+                last[key] = text
+        return {key: Copies(record, dump_line(record), first[key], last[key]) for key, record in merged.items()}
 
     def _hold_read_again(
         self, index: int, stat: FileStat, generation: str | None, twice: set[Key]
-    ) -> dict[Key, dict[str, Any]]:
+    ) -> tuple[dict[Key, dict[str, Any]], dict[Key, dict[str, Any]]]:
         """(`_load_shard_by_shard`, rare: an unreadable line, a line ending in "\r".) A shard whose records were
         heard, held by its lines: read whole again, the file it was just read from (else the call fails, and the
         next one reads what changed); its own copies of a record are merged as `_install` merges them (returned for
-        the keys of `twice`)."""
+        the keys of `twice`, with their first copies, the ones heard)."""
         parsed = read_shard_file(self.names.path(index), self.check)
         if parsed.stat != stat:
             raise StaleShardError(
@@ -576,14 +601,17 @@ class Collection:
             )
         lines: ShardLines = {}
         merged: dict[Key, dict[str, Any]] = {}
+        first: dict[Key, dict[str, Any]] = {}
         for key, record, line in parsed.records:
             if key in lines:
                 record = merge_records(merged[key], record)
                 line = dump_line(record)
+            else:
+                first[key] = record
             lines[key] = line
             merged[key] = record
         self.shards[index] = Shard(lines, stat, generation, parsed.problems, len(parsed.records) + len(parsed.problems))
-        return {key: merged[key] for key in twice}
+        return {key: merged[key] for key in twice}, {key: first[key] for key in twice}
 
     def _read_split_if_there(self, index: int) -> tuple[SplitText, FileStat] | None:
         try:

@@ -442,3 +442,27 @@ def test_a_first_load_that_fails_part_way_is_let_go_and_the_next_call_loads_agai
     assert held_state(store)["memory"] == held_state(whole)["memory"]
     upsert_all(store, [ent("F")])
     assert sorted(r["name"] for r in read_whole(tmp_path)[1]) == ["A", "B", "C", "D", "E", "F"]
+
+
+def test_a_first_load_keeps_a_merged_line_only_where_the_file_does_not_hold_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard holding records twice is still held by its keys; of the merged lines, only those that are not the
+    key's last line in the file are kept beside the keys (as a whole read keeps them): a restore of a shard with
+    none takes its keys as they are, and each kept line costs every restart."""
+    monkeypatch.setattr("memory_graph.storage.codec.PARSE_SLICE", 2)
+    relation = {"type": "relation", "from": "E1", "to": "E2", "relationType": "knows"}
+    write_shard(
+        tmp_path / "memory.json",
+        line(ent("E1", "o1")),
+        line(relation),
+        line(ent("E4", "o4")),
+        line(ent("E1", "later")),
+        line(relation),
+        line(ent("E4", "o4", "last")),
+    )
+    streamed, _ = open_store(tmp_path)
+    unread = streamed.collections["memory"].shards[0].unread_lines()
+    assert unread is not None and unread.merged == {entity_key("E1"): line(ent("E1", "o1", "later")).decode()}
+    whole, _ = read_whole(tmp_path)
+    assert held_state(streamed)["memory"] == held_state(whole)["memory"]
