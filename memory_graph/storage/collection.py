@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, KeysView
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from memory_graph.errors import LineProblem, StaleShardError, StorageError
 from memory_graph.storage.codec import (
@@ -21,7 +21,6 @@ from memory_graph.storage.codec import (
     Key,
     ParsedFile,
     RecordCheck,
-    SplitText,
     checked_record,
     dump_line,
     merge_records,
@@ -29,11 +28,13 @@ from memory_graph.storage.codec import (
     parse_text,
     read_shard_file,
     read_split,
+    record_key,
 )
 from memory_graph.storage.layout import FileStat, ShardNames, bookkeeping_file, file_stat
 from memory_graph.storage.stamp import Manifest, StampFile
 
 ShardLines = dict[Key, str]
+T = TypeVar("T")
 
 
 class Shard:
@@ -155,6 +156,13 @@ class Plan(dict[int, ShardLines]):
 
     def edited(self, index: int, key: Key) -> None:
         self.moved.setdefault(index, set()).add(key)
+
+
+def _changed_while_read(path: Path) -> StaleShardError:
+    return StaleShardError(
+        f"{path} changed on disk while it was read (edited by hand?). Nothing was written; retry the call, which "
+        "reads it again."
+    )
 
 
 class Copies(NamedTuple):
@@ -473,7 +481,7 @@ class Collection:
         in two by an old fork's split) is heard at its first line as read, and once the shard is held, merged
         with its other copies, as the upsert it is."""
         for index in sorted(on_disk):
-            read = self._read_split_if_there(index) if on_disk[index] else None
+            read = self._if_there(index, lambda i: read_split(self.names.path(i))) if on_disk[index] else None
             if read is None:  # gone, or not all UTF-8 (read whole, each bad line a problem)
                 parsed = self._read_if_there(index) if on_disk[index] else None
                 fresh, alone, in_order = self._install({index: parsed}, generations, by_keys=True)
@@ -488,8 +496,10 @@ class Collection:
             line_keys: list[Key | None] = [None] * split.lines_in_file
             twice: dict[Key, None] = {}  # keys this shard holds more than once (an old writer's duplicates)
             elsewhere: dict[Key, dict[str, Any]] = {}  # keys an earlier shard holds too (a fork's split): own copy
-            problems: list[LineProblem] = []
+            problems: list[LineProblem] = []  # (then read again whole: a shard with problems is held by its lines)
+            records = 0  # every record's line, copies too: what the shard limit counts
             for part in parse_slices(path, split, self.check, let_go=True):
+                records += len(part.records)
                 heard = []
                 for (key, record, line), number in zip(part.records, part.record_lines, strict=True):
                     line_keys[number - 1] = key
@@ -510,11 +520,10 @@ class Collection:
                 del part
                 hear(heard)
                 del heard
-            count = len(line_keys) - line_keys.count(None) + len(problems)  # every record's line, copies too
-            generation = (generations or {}).get(path.name)
             if problems or not split.lines_as_written:
-                own, heard_copy = self._hold_read_again(index, stat, generation, set(twice))
+                own, heard_copy = self._hold_read_again(index, stat, generations, set(twice))
             else:
+                generation = (generations or {}).get(path.name)
                 merged = self._merge_copies(index, stat, line_keys, twice, split.repair_text)
                 if merged:
                     place = {key: position for position, key in enumerate(keys) if key in merged}
@@ -524,7 +533,9 @@ class Collection:
                 # restore of a shard with none takes its keys as they are.)
                 apart = {key: copies.line for key, copies in merged.items() if copies.line != copies.last_line}
                 unread = UnreadLines(self, index, stat, line_keys, apart)
-                self.shards[index] = Shard(None, stat, generation, [], count, unread=unread, keys=keys, digests=digests)
+                self.shards[index] = Shard(
+                    None, stat, generation, [], records, unread=unread, keys=keys, digests=digests
+                )
                 own = {key: copies.record for key, copies in merged.items()}
                 heard_copy = {key: copies.first for key, copies in merged.items()}
             del split, line_keys, keys, digests
@@ -568,10 +579,7 @@ class Collection:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
             if (st.st_size, st.st_mtime_ns, st.st_ino) != stat:
-                raise StaleShardError(
-                    f"{path} changed on disk while it was read (edited by hand?). Nothing was written; retry the "
-                    "call, which reads it again."
-                )
+                raise _changed_while_read(path)
             for number, raw in enumerate(handle, start=1):
                 key = wanted.get(number)
                 if key is None:
@@ -587,39 +595,22 @@ class Collection:
         return {key: Copies(record, dump_line(record), first[key], last[key]) for key, record in merged.items()}
 
     def _hold_read_again(
-        self, index: int, stat: FileStat, generation: str | None, twice: set[Key]
+        self, index: int, stat: FileStat, generations: Manifest | None, twice: set[Key]
     ) -> tuple[dict[Key, dict[str, Any]], dict[Key, dict[str, Any]]]:
         """(`_load_shard_by_shard`, rare: an unreadable line, a line ending in "\r".) A shard whose records were
         heard, held by its lines: read whole again, the file it was just read from (else the call fails, and the
-        next one reads what changed); its own copies of a record are merged as `_install` merges them (returned for
-        the keys of `twice`, with their first copies, the ones heard)."""
+        next one reads what changed), and installed as any reload installs it. Returns, for the keys of `twice`,
+        their merged records and their first copies (the ones heard)."""
         parsed = read_shard_file(self.names.path(index), self.check)
         if parsed.stat != stat:
-            raise StaleShardError(
-                f"{self.names.path(index)} changed on disk while it was read (edited by hand?). Nothing was written; "
-                "retry the call, which reads it again."
-            )
-        lines: ShardLines = {}
-        merged: dict[Key, dict[str, Any]] = {}
+            raise _changed_while_read(self.names.path(index))
         first: dict[Key, dict[str, Any]] = {}
-        for key, record, line in parsed.records:
-            if key in lines:
-                record = merge_records(merged[key], record)
-                line = dump_line(record)
-            else:
-                first[key] = record
-            lines[key] = line
-            merged[key] = record
-        self.shards[index] = Shard(lines, stat, generation, parsed.problems, len(parsed.records) + len(parsed.problems))
-        return {key: merged[key] for key in twice}, {key: first[key] for key in twice}
-
-    def _read_split_if_there(self, index: int) -> tuple[SplitText, FileStat] | None:
-        try:
-            return read_split(self.names.path(index))
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.names.path(index)}: {exc.strerror}") from exc
+        for key, record, _ in parsed.records:
+            if key in twice:
+                first.setdefault(key, record)
+        _, _, in_order = self._install({index: parsed}, generations)
+        merged = {key: record for record in in_order if (key := record_key(record)) in twice}
+        return merged, first
 
     def _changed_shards(self, generations: Manifest | None, suspects: set[int] | None = None) -> dict[int, bool]:
         """The shards that changed on disk (among `suspects` only, when given), each with whether it is there to
@@ -652,8 +643,12 @@ class Collection:
         return changed
 
     def _read_if_there(self, index: int) -> ParsedFile | None:
+        return self._if_there(index, self.read)
+
+    def _if_there(self, index: int, read: Callable[[int], T]) -> T | None:
+        """`read(index)`, or None when the shard's file is gone."""
         try:
-            return self.read(index)
+            return read(index)
         except FileNotFoundError:
             return None
         except OSError as exc:

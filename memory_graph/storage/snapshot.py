@@ -211,14 +211,18 @@ class _Chunks:
         self.data, self.position, self.between_chunks, self.released = data, 0, between_chunks, released
 
     def next(self, length: int) -> Any:
+        return self._take(length, marshal.loads)  # (loads: load from a stream is twice as slow)
+
+    def _take(self, length: int, read: Callable[[memoryview], Any]) -> Any:
+        """`read` of the next `length` bytes; their pages are let go once read."""
         self.between_chunks()
         end = self.position + length
         if end > len(self.data):
             raise ValueError("a chunk runs past the end")
-        chunk = marshal.loads(self.data[self.position : end])  # (loads: load from a stream is twice as slow)
+        value = read(self.data[self.position : end])
         self.position = end
         self.released.upto(end)
-        return chunk
+        return value
 
     def restored(self, value: Any) -> Any:
         """A value of the skeleton with its chunked containers read back."""
@@ -235,14 +239,7 @@ class _Chunks:
                     joined.extend(self.next(length))
                 return joined
             if kind == "bytes" and len(lengths) == 1:
-                self.between_chunks()
-                end = self.position + lengths[0]
-                if end > len(self.data):
-                    raise ValueError("a chunk runs past the end")
-                raw = bytes(self.data[self.position : end])
-                self.position = end
-                self.released.upto(end)
-                return raw
+                return self._take(lengths[0], bytes)
             raise ValueError(f"a chunked container of an unknown kind {kind!r}")
         if type(value) is dict:
             return {key: self.restored(item) for key, item in value.items()}
