@@ -486,7 +486,11 @@ class Collection:
                 parsed = self._read_if_there(index) if on_disk[index] else None
                 fresh, alone, in_order = self._install({index: parsed}, generations, by_keys=True)
                 if not alone and index in self.shards:
-                    in_order = [self.record(key, fresh) for key in self.shards[index].held_keys()]
+                    shard = self.shards[index]
+                    in_order = [
+                        self._merged_with_earlier(key, index, own)[0] if len(self.locations[key]) > 1 else own
+                        for key, own in ((key, fresh[shard.lines[key]]) for key in shard.held_keys())
+                    ]
                 hear(in_order)
                 continue
             split, stat = read
@@ -540,8 +544,9 @@ class Collection:
                 heard_copy = {key: copies.first for key, copies in merged.items()}
             del split, line_keys, keys, digests
             # A record written twice in the shard, merged; told again only when that changed it (the official server
-            # writes a relation twice when one call names it twice: the same record).
-            hear([record for key, record in own.items() if record != heard_copy[key]])
+            # writes a relation twice when one call names it twice: the same record). One an earlier shard holds too
+            # is told below, merged with that copy as well: told alone, it would replace it.
+            hear([record for key, record in own.items() if key not in elsewhere and record != heard_copy[key]])
             for key, copy in elsewhere.items():
                 merged_all, told = self._merged_with_earlier(key, index, own.get(key, copy))
                 if merged_all != told:

@@ -466,3 +466,29 @@ def test_a_first_load_keeps_a_merged_line_only_where_the_file_does_not_hold_it(
     assert unread is not None and unread.merged == {entity_key("E1"): line(ent("E1", "o1", "later")).decode()}
     whole, _ = read_whole(tmp_path)
     assert held_state(streamed)["memory"] == held_state(whole)["memory"]
+
+
+def test_a_record_in_an_earlier_shard_and_twice_in_a_later_one_is_told_merged_from_all_its_copies(
+    tmp_path: Path,
+) -> None:
+    """An old fork's split and an old writer's duplicates together: the later shard's own merged copy, told alone,
+    replaced what the earlier shard had told (its alias lost)."""
+    write_shard(tmp_path / "memory.json", line(ent("E1", "o0", "o2", aliases=["a2"])), line(ent("E2")))
+    write_shard(tmp_path / "memory-1.json", line(ent("E1", "o0")), line(ent("E3")), line(ent("E1", "o2", "o0")))
+    _, heard = open_store(tmp_path)
+    _, told = read_whole(tmp_path)
+    assert final_records(heard.calls) == final_records([("memory", [], told)])
+    assert final_records(heard.calls)[0] == ent("E1", "o0", "o2", aliases=["a2"])
+
+
+def test_a_shard_that_is_not_utf8_tells_its_copy_of_a_split_record_as_a_load_reads_it(tmp_path: Path) -> None:
+    """A shard with bytes that are not UTF-8 is read whole (each bad line a problem); its copy of a record an
+    earlier shard holds with half an emoji is merged with that copy made canonical (the surrogate replaced)."""
+    (tmp_path / "memory.json").write_bytes(
+        b'{"type":"entity","name":"E2","entityType":"p","observations":["\\ud83d"]}\n'
+    )
+    (tmp_path / "memory-1.json").write_bytes(line(ent("E2", "o1", entity_type="p")) + b"\n\xc3(\n")
+    _, heard = open_store(tmp_path)
+    _, told = read_whole(tmp_path)
+    assert final_records(heard.calls) == final_records([("memory", [], told)])
+    assert final_records(heard.calls) == [ent("E2", "\ufffd", "o1", entity_type="p")]
