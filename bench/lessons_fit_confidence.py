@@ -142,17 +142,27 @@ def predict(weights: list[float], x: list[float]) -> float:
     return ranking.confidence(tuple(weights), tuple(x))
 
 
+def objective(
+    weights: list[float], rows: list[tuple[Row, bool]], negative_weight: float, cut: float, floor: float = 0.0
+) -> float:
+    """Right answers kept minus WRONG_COST x wrong ones, an answer to a negative query counting `negative_weight`:
+    what the cut maximises, and what tells two methods apart on the fitting data."""
+    kept = [
+        (y, negative_weight if negative else 1.0)
+        for (x, y), negative in rows
+        if predict(weights, x) >= cut and x[0] >= floor
+    ]
+    return sum(weight * (y - WRONG_COST * (1 - y)) for y, weight in kept)
+
+
 def best_cut(weights: list[float], rows: list[tuple[Row, bool]], negative_weight: float) -> float:
     """The confidence cut (two decimals) maximising right - WRONG_COST x wrong answers kept, an answer to a
     negative query counting `negative_weight`."""
-    chances = [(predict(weights, x), y, negative_weight if negative else 1.0) for (x, y), negative in rows]
     best, best_value = 0.0, -math.inf
     for step in range(100):
-        cut = step / 100
-        kept = [(y, weight) for chance, y, weight in chances if chance >= cut]
-        value = sum(weight * (y - WRONG_COST * (1 - y)) for y, weight in kept)
+        value = objective(weights, rows, negative_weight, step / 100)
         if value > best_value:
-            best, best_value = cut, value
+            best, best_value = step / 100, value
     return best
 
 
@@ -191,6 +201,11 @@ def main() -> int:
             print(f"{tool}_CONFIDENCE = {tuple(round(w, 3) for w in weights)}")
             print(f"{tool}_MIN_CONFIDENCE = {cut}")
             print(f"{tool}_THRESHOLD = {floor}")
+        every = [row for pair in collected.values() for row in pair[index]]
+        print(
+            f"  objective (right - {WRONG_COST:g} x wrong kept, negatives weighted): "
+            f"{objective(weights, every, negative_weight, cut, floor):.1f}"
+        )
         for label, pair in collected.items():
             kept = [(y, negative) for (x, y), negative in pair[index] if predict(weights, x) >= cut and x[0] >= floor]
             right_before = sum(y for (_, y), _ in pair[index])
