@@ -32,6 +32,7 @@ import heapq
 import math
 import re
 import unicodedata
+import zlib
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -365,19 +366,215 @@ class Postings:
         return packed._packed, packed._starts
 
 
+def _key_hash(key: str) -> int:
+    """A hash of a key that every process computes alike (`hash` of a string changes with each interpreter), so
+    a table of them can be kept in the snapshot."""
+    return zlib.crc32(key.encode("utf-8", "surrogatepass"))
+
+
+class PlaceMap:
+    """Key -> its place in a list of keys (a document's name, a word), as a dict is, in far less memory once
+    restored: an open-addressed table in one `array('i')` of the places (each + 1; 0 is empty), found by
+    `_key_hash` and checked against the list, and kept in the snapshot as it is. Keys placed since then are in a
+    dict, looked at first. Why: a dict of 100,000 names and their places is 6.6 MB (each place an int object of
+    its own) and is rebuilt at every restore, a tenth of a second at a million entities; the table is 1 MB, read
+    as it is. A place whose item in the list is changed (a dead document's name set to None) is no longer found,
+    so only the list need change when a key goes."""
+
+    __slots__ = ("_added", "_keys", "_mask", "_slots")
+
+    def __init__(self, keys: list[Any], slots: array[int] | None = None) -> None:
+        self._keys = keys
+        self._slots = slots if slots is not None else array("i")
+        self._mask = len(self._slots) - 1
+        self._added: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, keys: list[Any]) -> PlaceMap:
+        """Every key of the list (None aside) at its place, in a table with at least twice as many slots (so a
+        probe ends within a slot or two), the first key of two equal ones winning."""
+        size = 1 << max(4, (2 * len(keys)).bit_length())
+        slots, mask = array("i", bytes(4 * size)), size - 1
+        for place, key in enumerate(keys):
+            if key is None:
+                continue
+            slot = _key_hash(key) & mask
+            while slots[slot]:
+                if keys[slots[slot] - 1] == key:
+                    break
+                slot = (slot + 1) & mask
+            else:
+                slots[slot] = place + 1
+        return cls(keys, slots)
+
+    @classmethod
+    def restored(cls, keys: list[Any], data: bytes | array[int]) -> PlaceMap:
+        slots = int_array(data)
+        if len(slots) & (len(slots) - 1) or len(slots) < len(keys) or min(slots, default=0) < 0:
+            raise ValueError("the snapshot's table of places is not one this code makes")
+        if max(slots, default=0) > len(keys):
+            raise ValueError("the snapshot's table of places points past its keys")
+        return cls(keys, slots)
+
+    def table(self) -> array[int]:
+        """The table the snapshot keeps: this one's, if nothing was placed since; else made again."""
+        return self._slots if not self._added and len(self._slots) else PlaceMap.of(self._keys)._slots
+
+    def get(self, key: str) -> int | None:
+        place = self._added.get(key)
+        if place is not None or not self._mask > 0:
+            return place
+        slots, keys, mask = self._slots, self._keys, self._mask
+        slot = _key_hash(key) & mask
+        while slots[slot]:
+            place = slots[slot] - 1
+            if keys[place] == key:
+                return place
+            slot = (slot + 1) & mask
+        return None
+
+    def __getitem__(self, key: str) -> int:
+        place = self.get(key)
+        if place is None:
+            raise KeyError(key)
+        return place
+
+    def __setitem__(self, key: str, place: int) -> None:
+        self._added[key] = place
+
+    def pop(self, key: str) -> int | None:
+        """The key's place, forgotten here (a place in the table is forgotten when its item in the list changes)."""
+        place = self._added.pop(key, None)
+        return place if place is not None else self.get(key)
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        """(key, place) of every key found here, in the order of their places."""
+        return ((key, place) for place, key in enumerate(self._keys) if key is not None and self.get(key) == place)
+
+    def copy(self, keys: list[Any]) -> PlaceMap:
+        """A map over a copy of the list (the table is never changed in place: it is shared)."""
+        copied = PlaceMap(keys, self._slots)
+        copied._added = dict(self._added)
+        return copied
+
+
+class Texts:
+    """Each document's text (its lower-cased fields joined by FIELD_SEPARATOR), None once the document is dead.
+    Restored from the start snapshot they are one string and each document's start in it; only documents added
+    since are strings of their own. Why: a string of its own costs about 70 bytes beyond its characters (its header,
+    a pointer, the allocator's rounding), 7 MB at 100,000 entities and 70 MB at a million, and a restore made each
+    one; the substring test reads the joined string in place (`str.find` within a document's bounds, no copy).
+    What `self[doc]` gives of a restored document is a copy: the hot loop is `holding`."""
+
+    __slots__ = ("_added", "_count", "_dead", "_joined", "_starts")
+
+    def __init__(self, joined: str = "", starts: array[int] | None = None) -> None:
+        self._joined = joined
+        self._starts = starts if starts is not None else array("q", [0])  # doc -> its start; then the end
+        self._count = len(self._starts) - 1  # documents in the joined string
+        self._dead: set[int] = set()  # of those, the dead
+        self._added: list[str | None] = []  # documents since, by document - count
+
+    @classmethod
+    def of(cls, texts: Iterable[str | None]) -> Texts:
+        """The texts joined (a dead document's as an empty one, and dead)."""
+        kept = list(texts)
+        starts = array("q", [0])
+        for text in kept:
+            starts.append(starts[-1] + len(text or ""))
+        joined = cls("".join(text or "" for text in kept), starts)
+        joined._dead = {doc for doc, text in enumerate(kept) if text is None}
+        return joined
+
+    @classmethod
+    def restored(cls, joined: str, data: bytes | array[int], dead: Iterable[int]) -> Texts:
+        starts = int_array(data, "q")
+        if (
+            not starts
+            or starts[0] != 0
+            or starts[-1] != len(joined)
+            or not all(map(le, starts, islice(starts, 1, None)))
+        ):
+            raise ValueError("the search index's texts do not add up")
+        texts = cls(joined, starts)
+        texts._dead = set(dead)
+        return texts
+
+    def __len__(self) -> int:
+        return self._count + len(self._added)
+
+    def __getitem__(self, doc: int) -> str | None:
+        if doc >= self._count:
+            return self._added[doc - self._count]
+        if doc in self._dead:
+            return None
+        return self._joined[self._starts[doc] : self._starts[doc + 1]]
+
+    def append(self, text: str) -> None:
+        self._added.append(text)
+
+    def forget(self, doc: int) -> None:
+        """The document is dead."""
+        if doc >= self._count:
+            self._added[doc - self._count] = None
+        else:
+            self._dead.add(doc)
+
+    def holding(self, docs: Iterable[int], phrase: str, words: list[str], several: bool) -> tuple[list[int], list[int]]:
+        """Of the live documents among `docs`: (those whose text holds the phrase; of the rest, those holding each
+        of the words, when there are several). One loop for all, as a broad query tests a tenth of a large memory's
+        documents (a call per test cost more than the tests)."""
+        whole: list[int] = []
+        apart: list[int] = []
+        joined, starts, count, dead, added = self._joined, self._starts, self._count, self._dead, self._added
+        find = joined.find
+        for d in docs:
+            if d < count:
+                if d in dead:
+                    continue
+                start, end = starts[d], starts[d + 1]
+                if find(phrase, start, end) >= 0:
+                    whole.append(d)
+                elif several and all(find(w, start, end) >= 0 for w in words):
+                    apart.append(d)
+                continue
+            text = added[d - count]
+            if text is None:
+                continue
+            if phrase in text:
+                whole.append(d)
+            elif several and all(w in text for w in words):
+                apart.append(d)
+        return whole, apart
+
+    def copy(self) -> Texts:
+        """A copy no later write reaches (the joined string is shared: it never changes)."""
+        copied = Texts(self._joined, self._starts)
+        copied._dead, copied._added = set(self._dead), self._added[:]
+        return copied
+
+    def packed(self) -> tuple[str, array[int], list[int]]:
+        """(the texts joined, each document's start and then the end, the dead documents): what the snapshot keeps.
+        A restored table nothing was added to is kept as it is."""
+        if not self._added:
+            return self._joined, self._starts, sorted(self._dead)
+        packed = Texts.of(self[doc] for doc in range(len(self)))
+        return packed._joined, packed._starts, sorted(packed._dead)
+
+
 class SubstringIndex:
     """Finds the documents (entity names) whose text contains a query, and ranks what else they mean; see the
     module docstring."""
 
     def __init__(self) -> None:
-        self._doc_of: dict[str, int] = {}  # name -> its live document
         self._names: list[str | None] = []  # by document; None once dead
-        self._texts: list[str | None] = []  # the lower-cased fields joined by FIELD_SEPARATOR
+        self._doc_of = PlaceMap(self._names)  # name -> its live document
+        self._texts = Texts()
         self._lengths = array("i")  # words per document (estimated while not yet indexed)
         self._fields_with_separator: dict[str, list[str]] = {}  # the lower-cased fields, where one holds it
         self._pending: dict[int, None] = {}  # documents not yet indexed
-        self._word_ids: dict[str, int] = {}  # lower-cased word -> id
         self._words: list[str] = []
+        self._word_ids = PlaceMap(self._words)  # lower-cased word -> id
         self._stem_of_word = array("i")  # word id -> stem id
         self._words_with_gram: dict[str, array[int]] = {}
         # stem -> id for the stems first made from a word spelled otherwise ("running" -> "run"); every other stem
@@ -419,11 +616,12 @@ class SubstringIndex:
             self._pending[doc] = None
 
     def remove(self, name: str) -> None:
-        doc = self._doc_of.pop(name, None)
+        doc = self._doc_of.pop(name)
         if doc is None:
             return
         self._fields_with_separator.pop(name, None)
-        self._names[doc] = self._texts[doc] = None
+        self._names[doc] = None
+        self._texts.forget(doc)
         self._live -= 1
         if self._pending.pop(doc, 0) is None:
             return  # never posted: nothing refers to it
@@ -517,10 +715,10 @@ class SubstringIndex:
         self._postings = Postings.of(postings)
         keep = sorted(new_id)
         self._names = [self._names[d] for d in keep]
-        self._texts = [self._texts[d] for d in keep]
+        self._texts = Texts.of(self._texts[d] for d in keep)
         self._lengths = array("i", (self._lengths[d] for d in keep))
         self._pending = {new_id[d]: None for d in self._pending}
-        self._doc_of = {name: i for i, name in enumerate(self._names) if name is not None}
+        self._doc_of = PlaceMap.of(self._names)
         self._dead = 0
 
     # -- the start snapshot ----------------------------------------------------------------------------------------
@@ -528,15 +726,13 @@ class SubstringIndex:
         """An index of copies of what `snapshot_state` reads, made with the store held, whose `snapshot_state` (with
         the store let go) is this one's as it was. Every list, map and array here is changed in place by writes
         (appended to, a dead document set to None, a count raised), so each is copied; strings are shared, and so
-        is each name's list of fields with the separator (`put` makes a new one). `_doc_of` is not read."""
+        is each name's list of fields with the separator (`put` makes a new one)."""
         copied = SubstringIndex()
-        copied._names, copied._texts, copied._lengths = self._names[:], self._texts[:], self._lengths[:]
+        copied._names, copied._texts, copied._lengths = self._names[:], self._texts.copy(), self._lengths[:]
+        copied._doc_of = self._doc_of.copy(copied._names)
         copied._fields_with_separator, copied._pending = dict(self._fields_with_separator), dict(self._pending)
-        copied._word_ids, copied._words, copied._stem_of_word = (
-            dict(self._word_ids),
-            self._words[:],
-            self._stem_of_word[:],
-        )
+        copied._words, copied._stem_of_word = self._words[:], self._stem_of_word[:]
+        copied._word_ids = self._word_ids.copy(copied._words)
         copied._words_with_gram = {gram: ids[:] for gram, ids in self._words_with_gram.items()}
         copied._stems_from_other_words, copied._stems = dict(self._stems_from_other_words), self._stems[:]
         copied._postings, copied._held = self._postings.copy(), self._held[:]
@@ -548,18 +744,23 @@ class SubstringIndex:
         """Everything the index holds, as plain containers and arrays (marshal writes an array as its bytes, and
         that is how a restore gets it back: given as they are, the arrays are not copied into bytes first, a second
         copy of the postings held while the snapshot is written, 116 MB at a million entities). The maps from a
-        name, word or stem to its place are left out: each is its list read in order (places are handed out in
-        order, and a name's place is its live document's), which a restore rebuilds sooner than it reads them.
-        Called on a `snapshot_copy`, whose arrays no write reaches (a restored index's packed postings are never
-        changed in place either)."""
+        name or a word to its place are kept as their tables (`PlaceMap`), read as they are; the stems' map is left
+        out: it is its list read in order (places are handed out in order), which a restore rebuilds sooner than it
+        reads it. Called on a `snapshot_copy`, whose arrays no write reaches (a restored index's packed postings are
+        never changed in place either)."""
         packed, starts = self._postings.packed()
+        texts, text_starts, dead = self._texts.packed()
         return {
             "names": self._names,
-            "texts": self._texts,
+            "doc_places": self._doc_of.table(),
+            "texts": texts,
+            "text_starts": text_starts,
+            "dead_texts": dead,
             "lengths": self._lengths,
             "fields_with_separator": self._fields_with_separator,
             "pending": list(self._pending),
             "words": self._words,
+            "word_places": self._word_ids.table(),
             "stem_of_word": self._stem_of_word,
             "words_with_gram": self._words_with_gram,
             **self._stems_state(),
@@ -573,10 +774,13 @@ class SubstringIndex:
         """The stems as places among the words (most stems are words as they are: "deploy", an entity's name), and
         then among the few stems no word spells: in the snapshot each would be a second string beside its word, and
         restored a second copy of it in memory (55 MB at a million entities)."""
-        word_ids, words = self._word_ids, self._words
-        unspelled = [stem for stem in self._stems if stem not in word_ids]
+        spelled_at, words = self._word_ids.get, self._words
+        spelled = list(map(spelled_at, self._stems))
+        unspelled = [stem for stem, place in zip(self._stems, spelled, strict=True) if place is None]
         unspelled_places = dict(zip(unspelled, range(len(words), len(words) + len(unspelled)), strict=True))
-        places = [word_ids[stem] if stem in word_ids else unspelled_places[stem] for stem in self._stems]
+        places = [
+            unspelled_places[stem] if place is None else place for stem, place in zip(self._stems, spelled, strict=True)
+        ]
         return {
             "stem_places": array("q", places).tobytes(),
             "stems_no_word_spells": unspelled,
@@ -591,7 +795,8 @@ class SubstringIndex:
         held = int_array(state["held"])
         live, dead, total_length, warm = (int(count) for count in state["counts"])
         fields_with_separator, pending = dict(state["fields_with_separator"]), dict.fromkeys(state["pending"])
-        names, texts, words = state["names"], state["texts"], state["words"]
+        names, words = state["names"], state["words"]
+        texts = Texts.restored(state["texts"], state["text_starts"], state["dead_texts"])
         if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
             raise ValueError("the search index's tables differ in length")
         stem_places = table_places(state["stem_places"], "stems")
@@ -603,11 +808,8 @@ class SubstringIndex:
         if starts[0] != 0 or starts[-1] != len(packed) or not all(map(le, starts, islice(starts, 1, None))):
             raise ValueError("the search index's postings do not add up")
         postings = Postings(packed, starts)
-        doc_of = dict(zip(names, range(len(names)), strict=True))
-        doc_of.pop(None, None)  # (dead documents)
-        word_ids = dict(zip(words, range(len(words)), strict=True))
-        if len(doc_of) != len(names) - names.count(None) or len(word_ids) != len(words):
-            raise ValueError("the search index names a document or word twice")
+        doc_of = PlaceMap.restored(names, state["doc_places"])
+        word_ids = PlaceMap.restored(words, state["word_places"])
         from_other_words = table_places(state["stems_from_other_words"], "stems made from other words")
         stems_from_other_words = dict(zip(map(stems.__getitem__, from_other_words), from_other_words, strict=True))
         if len(stems_from_other_words) != len(from_other_words):
@@ -667,18 +869,8 @@ class SubstringIndex:
                 elif several and all(contains(d, w) for w in words):
                     apart.append(d)
             return whole, apart
-        # Without the separator in the query a field test is a test of the joined text: done inline, as a broad
-        # query tests a tenth of a large memory's documents (a call per test cost more than the tests).
-        texts = self._texts
-        for d in self._narrowed(phrase, words, several):
-            text = texts[d]
-            if text is None:
-                continue
-            if phrase in text:
-                whole.append(d)
-            elif several and all(w in text for w in words):
-                apart.append(d)
-        return whole, apart
+        # Without the separator in the query a field test is a test of the joined text.
+        return self._texts.holding(self._narrowed(phrase, words, several), phrase, words, several)
 
     def _narrowed(self, phrase: str, words: list[str], several: bool) -> Iterable[int]:
         """Documents that may match: the index's candidates plus every pending document, or all when the query
@@ -693,7 +885,7 @@ class SubstringIndex:
             narrowest = self._candidate_stems(phrase)
         pool = None if narrowest is None else self._documents(narrowest)
         if pool is None:
-            return self._doc_of.values()
+            return [doc for doc, name in enumerate(self._names) if name is not None]
         return [*pool, *self._pending]
 
     def matching(self, query: str) -> list[str]:

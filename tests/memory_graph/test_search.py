@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from array import array
+
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memory_graph.search import FIELD_SEPARATOR, SubstringIndex, query_terms
+from memory_graph.search import FIELD_SEPARATOR, PlaceMap, SubstringIndex, query_terms
 
 ALPHABET = st.sampled_from(list("abcAB xyz-_.'é1İßΣ"))
 TEXT = st.text(ALPHABET, max_size=14)
@@ -22,7 +25,9 @@ def brute_force(docs: dict[str, list[str]], query: str) -> set[str]:
 
 
 @settings(max_examples=300, deadline=None)
-@example(docs={"1": [""]}, queries=["A A"], removed=0, slice_size=1)  # a repeated word is still two words
+@example(
+    docs={"1": [""]}, queries=["A A"], removed=0, slice_size=1, restored=False
+)  # a repeated word is still two words
 @given(
     docs=st.dictionaries(
         st.text(ALPHABET, min_size=1, max_size=6), st.lists(TEXT, min_size=1, max_size=3), max_size=12
@@ -30,13 +35,19 @@ def brute_force(docs: dict[str, list[str]], query: str) -> set[str]:
     queries=st.lists(TEXT, min_size=1, max_size=5),
     removed=st.integers(min_value=0, max_value=3),
     slice_size=st.sampled_from([1, 3, 1000]),
+    restored=st.booleans(),
 )
-def test_the_index_agrees_with_a_scan(docs: dict, queries: list[str], removed: int, slice_size: int) -> None:
+def test_the_index_agrees_with_a_scan(
+    docs: dict, queries: list[str], removed: int, slice_size: int, restored: bool
+) -> None:
     index = SubstringIndex()
     for name, fields in docs.items():
         index.put(name, fields)
     while index.index_some(slice_size):
         pass
+    if restored:  # as a restart holds it: the texts joined, the maps of places as their tables
+        index, live = SubstringIndex(), index
+        index.restore_state(live.snapshot_state())
     for name in list(docs)[:removed]:
         index.remove(name)
         del docs[name]
@@ -141,3 +152,46 @@ def test_a_stem_is_one_whichever_of_its_words_comes_first() -> None:
         assert index._stem_id(stems[stem_of[index._word_ids[first]]]) == stem_of[index._word_ids[first]]
         for query in (first, second):  # each finds both, by the stem they share
             assert set(index.search(query, lambda name: (), lambda name: 0)) == {"A", "B"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(st.text(ALPHABET, max_size=4), max_size=40),
+    steps=st.lists(st.tuples(st.booleans(), st.text(ALPHABET, max_size=4)), max_size=30),
+    restore=st.booleans(),
+)
+def test_a_place_map_finds_what_a_dict_finds(keys: list[str], steps: list[tuple[bool, str]], restore: bool) -> None:
+    """A PlaceMap (a table kept in the snapshot, then a dict of what was placed since) answers as a dict of each
+    key's live place does, as SubstringIndex uses it: a key is placed at the end of the list, and goes by being
+    popped and its item in the list set to None; its table read back from bytes is the same map."""
+    places: list[str | None] = []
+    model: dict[str, int] = {}
+    for key in keys:
+        if key not in model:
+            model[key] = len(places)
+            places.append(key)
+    table = PlaceMap.of(places)
+    assert len(table.table()) >= 2 * len(places)
+    mapped = PlaceMap.restored(places, table.table().tobytes()) if restore else table
+    for add, key in steps:
+        if add and key not in model:
+            mapped[key] = model[key] = len(places)
+            places.append(key)
+        elif not add and key in model:
+            assert mapped.pop(key) == model.pop(key)
+            places[places.index(key)] = None
+        else:
+            assert mapped.pop(key) is None if not add else mapped.get(key) == model[key]
+    for key in {*keys, *(key for _, key in steps), "absent"}:
+        assert mapped.get(key) == model.get(key)
+    assert list(mapped.items()) == sorted(model.items(), key=lambda item: item[1])
+    again = PlaceMap.restored(places, mapped.table().tobytes())
+    assert list(again.items()) == list(mapped.items())
+
+
+def test_a_damaged_place_table_is_refused() -> None:
+    places = ["a", "b", "c"]
+    table = PlaceMap.of(places).table()
+    for damaged in (table[:-1], array("i", [0] * 2), array("i", [*table[:-1], 9])):
+        with pytest.raises(ValueError):
+            PlaceMap.restored(places, damaged.tobytes())
