@@ -251,11 +251,12 @@ class _Chunks:
 class SnapshotStream:
     """A large container of the payload given by its items, made only as the writer reaches them: a table
     written chunk by chunk never exists whole in memory beside the one it is made from (a million packed entities
-    are ~280 MB). Read back as the dict (items given as pairs) or list it stands for."""
+    are ~280 MB). Read back as the dict (items given as pairs) or list it stands for, or (kind "bytes", items
+    given as bytes-like pieces, each written as it is) as one bytes object of them all."""
 
     def __init__(self, kind: str, items: Iterable[Any]) -> None:
-        if kind not in ("dict", "list"):
-            raise ValueError(f"a stream is of a dict or a list, not {kind!r}")
+        if kind not in ("dict", "list", "bytes"):
+            raise ValueError(f"a stream is of a dict, a list or bytes, not {kind!r}")
         self.kind, self.items = kind, items
 
 
@@ -264,6 +265,13 @@ def _chunked(value: Any, write: Callable[[bytes | memoryview], None]) -> Any:
     chunks written (the items of such a container are kept as they are: large ones hold records, not further large
     containers)."""
     if type(value) is SnapshotStream:
+        if value.kind == "bytes":
+            total = 0
+            for piece in value.items:
+                with memoryview(piece) as view, view.cast("B") as raw:
+                    write(raw)
+                    total += raw.nbytes
+            return (CHUNKED, "bytes", (total,))
         return _written_in_chunks(value.kind, iter(value.items), write)
     if type(value) is bytes or type(value) is array:
         with memoryview(value) as view, view.cast("B") as raw:

@@ -9,6 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memory_graph.search import FIELD_SEPARATOR, PlaceMap, SubstringIndex, query_terms
+from memory_graph.storage import as_read_back
 
 ALPHABET = st.sampled_from(list("abcAB xyz-_.'é1İßΣ"))
 TEXT = st.text(ALPHABET, max_size=14)
@@ -47,7 +48,7 @@ def test_the_index_agrees_with_a_scan(
         pass
     if restored:  # as a restart holds it: the texts joined, the maps of places as their tables
         index, live = SubstringIndex(), index
-        index.restore_state(live.snapshot_state())
+        index.restore_state(as_read_back(live.snapshot_state()))
     for name in list(docs)[:removed]:
         index.remove(name)
         del docs[name]
@@ -134,7 +135,7 @@ def test_each_stem_knows_how_many_documents_hold_it(docs: dict, removed: int, ro
     index._compact()  # (a memory compacts once its dead documents outnumber 4,096 and the live)
     assert list(index._held) == [len(set(postings)) for postings in index._postings]
     restored = SubstringIndex()
-    restored.restore_state(index.snapshot_state())
+    restored.restore_state(as_read_back(index.snapshot_state()))
     assert list(restored._held) == list(index._held)
 
 
@@ -187,6 +188,10 @@ def test_a_place_map_finds_what_a_dict_finds(keys: list[str], steps: list[tuple[
     assert list(mapped.items()) == sorted(model.items(), key=lambda item: item[1])
     again = PlaceMap.restored(places, mapped.table().tobytes())
     assert list(again.items()) == list(mapped.items())
+    copied = mapped.copy(places[:])  # (a snapshot's copy: the table shared, or made again when first read)
+    places.append("late")  # a key placed after the copy is not the copy's
+    mapped["late"] = len(places) - 1
+    assert copied.get("late") is None and list(copied.items()) == list(again.items())
 
 
 def test_a_damaged_place_table_is_refused() -> None:

@@ -397,14 +397,14 @@ def test_a_search_index_state_that_cannot_be_restored_leaves_the_index_as_it_was
     live.put("A", ["A", "t", "deploys the api"])
     live.put("B", ["B", "t", "api keys"])
     live.index_some(2)
-    state = live.snapshot_state()
+    state = as_read_back(live.snapshot_state())
     restored = SubstringIndex()
     restored.restore_state(state)
-    assert restored.snapshot_state() == state and restored.matching("api") == live.matching("api")
+    assert as_read_back(restored.snapshot_state()) == state and restored.matching("api") == live.matching("api")
     untouched = SubstringIndex()
     with pytest.raises((TypeError, ValueError, IndexError)):
         untouched.restore_state({**state, **damage(state)})
-    assert untouched.snapshot_state() == SubstringIndex().snapshot_state()
+    assert as_read_back(untouched.snapshot_state()) == as_read_back(SubstringIndex().snapshot_state())
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -424,7 +424,7 @@ def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(see
         assert restored.by_node[name] == held if isinstance(held, tuple) else set(restored.by_node[name]) == held
     shared = {id(key) for key in restored.relations}
     assert all(id(key) in shared for held in restored.by_node.values() for key in held)
-    assert restored.index.snapshot_state() == live.index.snapshot_state()
+    assert as_read_back(restored.index.snapshot_state()) == as_read_back(live.index.snapshot_state())
     index, again = live.index, restored.index
     assert list(again._doc_of.items()) == list(index._doc_of.items())
     assert list(again._word_ids.items()) == list(index._word_ids.items())
@@ -438,7 +438,7 @@ def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(see
         each.put("Fresh", ["Fresh", "t", "deploys to the data base", "zebra crossing"])
         each.remove(next(iter(live.entities), "none"))
         each.index_some(len(live.entities) + 1)
-    assert again.snapshot_state() == index.snapshot_state()
+    assert as_read_back(again.snapshot_state()) == as_read_back(index.snapshot_state())
     assert [again._stem_id(text) for text in again._stems] == list(range(len(index._stems)))
     for query in ("deploy", "zebra", "data base", "fresh"):
         assert again.matching(query) == index.matching(query)
