@@ -45,7 +45,7 @@ from rapidfuzz import fuzz, process
 
 from memory_graph import thesaurus
 from memory_graph.errors import InvalidInputError
-from memory_graph.storage.snapshot import SnapshotStream
+from memory_graph.storage import SnapshotStream
 
 WORD = re.compile(r"\w+")
 GRAM = 3
