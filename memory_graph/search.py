@@ -412,8 +412,11 @@ class PlaceMap:
     @classmethod
     def restored(cls, keys: list[Any], data: bytes | array[int]) -> PlaceMap:
         slots = int_array(data)
-        if len(slots) & (len(slots) - 1) or len(slots) < len(keys) or min(slots, default=0) < 0:
+        # (At most one slot a key, in twice as many slots as keys: a probe always meets an empty slot and ends.)
+        if len(slots) & (len(slots) - 1) or len(slots) < 2 * len(keys) or min(slots, default=0) < 0:
             raise ValueError("the snapshot's table of places is not one this code makes")
+        if len(slots) - slots.count(0) > len(keys):
+            raise ValueError("the snapshot's table of places holds more places than keys")
         if max(slots, default=0) > len(keys):
             raise ValueError("the snapshot's table of places points past its keys")
         return cls(keys, slots)

@@ -197,6 +197,7 @@ def test_a_place_map_finds_what_a_dict_finds(keys: list[str], steps: list[tuple[
 def test_a_damaged_place_table_is_refused() -> None:
     places = ["a", "b", "c"]
     table = PlaceMap.of(places).table()
-    for damaged in (table[:-1], array("i", [0] * 2), array("i", [*table[:-1], 9])):
+    full = array("i", [1] * len(table))  # every slot taken: a probe for a key not there would never end
+    for damaged in (table[:-1], array("i", [0] * 2), array("i", [*table[:-1], 9]), full):
         with pytest.raises(ValueError):
             PlaceMap.restored(places, damaged.tobytes())
