@@ -421,9 +421,14 @@ class PlaceMap:
             raise ValueError("the snapshot's table of places points past its keys")
         return cls(keys, slots)
 
+    def _current(self) -> bool:
+        """Whether the table holds every key there is: nothing is placed since (or all that was is gone again),
+        and it is still twice as big as the list (which grows with every key placed, even one gone again)."""
+        return not self._added and 0 < len(self._slots) >= 2 * len(self._keys)
+
     def table(self) -> array[int]:
-        """The table the snapshot keeps: this one's, if nothing was placed since; else made again."""
-        return self._slots if not self._added and len(self._slots) else PlaceMap.of(self._keys)._slots
+        """The table the snapshot keeps: this one's while it is current; else made again."""
+        return self._slots if self._current() else PlaceMap.of(self._keys)._slots
 
     def get(self, key: str) -> int | None:
         place = self._added.get(key)
@@ -460,7 +465,7 @@ class PlaceMap:
         """A map over a copy of the list, for a snapshot: it shares the table when nothing was placed since (the
         table is never changed in place), and is otherwise made from the copied list when first read (in the
         snapshot's thread, not while the store is held)."""
-        if not self._added:
+        if self._current():
             return PlaceMap(keys, self._slots)
         return _LazyPlaceMap(keys)
 

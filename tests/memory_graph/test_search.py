@@ -201,3 +201,25 @@ def test_a_damaged_place_table_is_refused() -> None:
     for damaged in (table[:-1], array("i", [0] * 2), array("i", [*table[:-1], 9]), full):
         with pytest.raises(ValueError):
             PlaceMap.restored(places, damaged.tobytes())
+
+
+def test_a_restore_of_a_restore_after_entities_came_and_went_again() -> None:
+    """Every name placed after a restore and then removed leaves the restored table as it was but the list of
+    names longer: the next snapshot must not keep a table too small for that list (its restore refused it)."""
+
+    def round_trip(index: SubstringIndex) -> SubstringIndex:
+        fresh = SubstringIndex()
+        fresh.restore_state(as_read_back(index.snapshot_copy().snapshot_state()))
+        return fresh
+
+    live = SubstringIndex()
+    live.put("keep", ["keep", "thing"])
+    live.index_some(10)
+    restored = round_trip(live)
+    for i in range(40):
+        restored.put(f"temp{i}", [f"temp{i}", "x"])
+        restored.remove(f"temp{i}")
+    again = round_trip(restored)
+    assert again.matching("thing") == ["keep"] and again.matching("temp") == []
+    copied = restored._doc_of.copy(restored._names[:]).copy(restored._names[:])  # a copy of a copy not yet made
+    assert copied.get("keep") == 0
