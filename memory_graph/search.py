@@ -49,7 +49,7 @@ from memory_graph.storage import SnapshotStream
 
 WORD = re.compile(r"\w+")
 GRAM = 3
-TEXT_PIECE = 4_096  # documents' texts encoded at a time for the snapshot (Texts.packed)
+TEXT_BLOCK = 4_096  # documents whose texts a restored index joins in one string (Texts)
 # Fields are joined with it so that a query's substring test is one `in`; a query holding it is matched field by
 # field instead (see `_contains`), so no match ever spans two fields.
 FIELD_SEPARATOR = "\x00"
@@ -472,44 +472,57 @@ class PlaceMap:
 
 class Texts:
     """Each document's text (its lower-cased fields joined by FIELD_SEPARATOR), None once the document is dead.
-    Restored from the start snapshot they are one string and each document's start in it; only documents added
-    since are strings of their own. Why: a string of its own costs about 70 bytes beyond its characters (its header,
-    a pointer, the allocator's rounding), 7 MB at 100,000 entities and 70 MB at a million, and a restore made each
-    one; the substring test reads the joined string in place (`str.find` within a document's bounds, no copy).
-    What `self[doc]` gives of a restored document is a copy: the hot loop is `holding`."""
+    Restored from the start snapshot they are joined a block of TEXT_BLOCK documents to a string, with each
+    document's start (counted over all the blocks); only documents added since are strings of their own. Why: a
+    string of its own costs about 70 bytes beyond its characters (its header, a pointer, the allocator's rounding),
+    7 MB at 100,000 entities and 70 MB at a million, and a restore made each one; the substring test reads a block
+    in place (`str.find` within a document's bounds, no copy). Blocks, not one string: a string holds every
+    character at the width of its widest (1, 2 or 4 bytes), so one emoji would have made every text of the memory
+    take 4 bytes a character; it widens its own block only. What `self[doc]` gives of a restored document is a
+    copy: the hot loop is `holding`."""
 
-    __slots__ = ("_added", "_count", "_dead", "_joined", "_starts")
+    __slots__ = ("_added", "_blocks", "_count", "_dead", "_starts")
 
-    def __init__(self, joined: str = "", starts: array[int] | None = None) -> None:
-        self._joined = joined
+    def __init__(self, blocks: list[str] | None = None, starts: array[int] | None = None) -> None:
+        self._blocks = blocks if blocks is not None else []  # block b: documents b * TEXT_BLOCK onwards
         self._starts = starts if starts is not None else array("q", [0])  # doc -> its start; then the end
-        self._count = len(self._starts) - 1  # documents in the joined string
+        self._count = len(self._starts) - 1  # documents in the blocks
         self._dead: set[int] = set()  # of those, the dead
         self._added: list[str | None] = []  # documents since, by document - count
 
     @classmethod
     def of(cls, texts: Iterable[str | None]) -> Texts:
-        """The texts joined (a dead document's as an empty one, and dead)."""
+        """The texts in blocks (a dead document's as an empty one, and dead)."""
         kept = list(texts)
-        starts = array("q", [0])
-        for text in kept:
-            starts.append(starts[-1] + len(text or ""))
-        joined = cls("".join(text or "" for text in kept), starts)
-        joined._dead = {doc for doc, text in enumerate(kept) if text is None}
-        return joined
+        starts = array("q", accumulate((len(text or "") for text in kept), initial=0))
+        blocks = ["".join(text or "" for text in kept[b : b + TEXT_BLOCK]) for b in range(0, len(kept), TEXT_BLOCK)]
+        made = cls(blocks, starts)
+        made._dead = {doc for doc, text in enumerate(kept) if text is None}
+        return made
 
     @classmethod
-    def restored(cls, encoded: bytes, data: bytes | array[int], dead: Iterable[int]) -> Texts:
-        joined = encoded.decode("utf-8", "surrogatepass")
-        starts = int_array(data, "q")
-        if (
-            not starts
-            or starts[0] != 0
-            or starts[-1] != len(joined)
-            or not all(map(le, starts, islice(starts, 1, None)))
-        ):
+    def restored(
+        cls, encoded: bytes, data: bytes | array[int], dead: Iterable[int], block_bytes: bytes | array[int]
+    ) -> Texts:
+        """From `packed`'s parts as the snapshot reads them back: the blocks' UTF-8 one after the other, each
+        document's start, the dead documents, each block's length in bytes."""
+        starts, sizes = int_array(data, "q"), int_array(block_bytes, "q")
+        count = len(starts) - 1
+        if count < 0 or starts[0] != 0 or not all(map(le, starts, islice(starts, 1, None))):
             raise ValueError("the search index's texts do not add up")
-        texts = cls(joined, starts)
+        if len(sizes) != -(-count // TEXT_BLOCK) or min(sizes, default=0) < 0 or sum(sizes) != len(encoded):
+            raise ValueError("the search index's blocks of texts do not add up")
+        blocks: list[str] = []
+        with memoryview(encoded) as view:
+            at = 0
+            for b, size in enumerate(sizes):
+                block = str(view[at : at + size], "utf-8", "surrogatepass")
+                first, last = b * TEXT_BLOCK, min((b + 1) * TEXT_BLOCK, count)
+                if len(block) != starts[last] - starts[first]:
+                    raise ValueError("a block of the search index's texts is not as long as its documents")
+                blocks.append(block)
+                at += size
+        texts = cls(blocks, starts)
         texts._dead = set(dead)
         return texts
 
@@ -521,7 +534,8 @@ class Texts:
             return self._added[doc - self._count]
         if doc in self._dead:
             return None
-        return self._joined[self._starts[doc] : self._starts[doc + 1]]
+        starts, base = self._starts, self._starts[doc - doc % TEXT_BLOCK]
+        return self._blocks[doc // TEXT_BLOCK][starts[doc] - base : starts[doc + 1] - base]
 
     def append(self, text: str) -> None:
         self._added.append(text)
@@ -539,13 +553,14 @@ class Texts:
         documents (a call per test cost more than the tests)."""
         whole: list[int] = []
         apart: list[int] = []
-        joined, starts, count, dead, added = self._joined, self._starts, self._count, self._dead, self._added
-        find = joined.find
+        blocks, starts, count, dead, added = self._blocks, self._starts, self._count, self._dead, self._added
         for d in docs:
             if d < count:
                 if d in dead:
                     continue
-                start, end = starts[d], starts[d + 1]
+                base = starts[d - d % TEXT_BLOCK]
+                find = blocks[d // TEXT_BLOCK].find
+                start, end = starts[d] - base, starts[d + 1] - base
                 if find(phrase, start, end) >= 0:
                     whole.append(d)
                 elif several and all(find(w, start, end) >= 0 for w in words):
@@ -561,8 +576,8 @@ class Texts:
         return whole, apart
 
     def copy(self) -> Texts:
-        """A copy no later write reaches (the joined string is shared: it never changes)."""
-        copied = Texts(self._joined, self._starts)
+        """A copy no later write reaches (the blocks are shared: they never change)."""
+        copied = Texts(self._blocks, self._starts)
         copied._dead, copied._added = set(self._dead), self._added[:]
         return copied
 
@@ -572,22 +587,35 @@ class Texts:
         yield from (0 if doc in dead else starts[doc + 1] - starts[doc] for doc in range(self._count))
         yield from (len(text or "") for text in self._added)
 
-    def packed(self) -> tuple[SnapshotStream, array[int], list[int]]:
-        """What the snapshot keeps: (the texts joined, a dead document's as an empty one, in UTF-8, given a piece at
-        a time; each document's start and then the end; the dead documents). The joined text never exists whole
-        beside the texts it is made from (15 MB at 100k entities): only a piece of TEXT_PIECE documents does."""
+    def _blocks_to_keep(self) -> Iterator[str]:
+        """The blocks the snapshot keeps: every document's text (a dead one's empty), TEXT_BLOCK to a block."""
+        if not self._added and not self._dead:
+            yield from self._blocks
+            return
         count = len(self)
+        for first in range(0, count, TEXT_BLOCK):
+            yield "".join(self[doc] or "" for doc in range(first, min(first + TEXT_BLOCK, count)))
+
+    def packed(self) -> dict[str, Any]:
+        """What the snapshot keeps (`restored` takes it back): the blocks in UTF-8 one after the other, given a block
+        at a time (the texts never exist joined whole beside those they are made from: a first version kept them as
+        one string, and a save at 100k entities held 37 MB more), each document's start, the dead documents, and
+        each block's length in bytes (measured first: a block is made twice, once to measure it, once to write it;
+        an ASCII block's length in bytes is its length)."""
         dead = sorted(self._dead) + [self._count + i for i, text in enumerate(self._added) if text is None]
-        starts = (
-            self._starts if not self._added and not self._dead else array("q", accumulate(self._lengths(), initial=0))
-        )
+        current = not self._added and not self._dead
+        starts = self._starts if current else array("q", accumulate(self._lengths(), initial=0))
+        sizes = array("q", (len(b) if b.isascii() else len(_utf8(b)) for b in self._blocks_to_keep()))
+        return {
+            "texts": SnapshotStream("bytes", map(_utf8, self._blocks_to_keep())),
+            "text_starts": starts,
+            "dead_texts": dead,
+            "text_block_bytes": sizes,
+        }
 
-        def pieces() -> Iterator[bytes]:
-            for first in range(0, count, TEXT_PIECE):
-                part = (self[doc] or "" for doc in range(first, min(first + TEXT_PIECE, count)))
-                yield "".join(part).encode("utf-8", "surrogatepass")
 
-        return SnapshotStream("bytes", pieces()), starts, dead
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 class _LazyPlaceMap(PlaceMap):
@@ -801,13 +829,10 @@ class SubstringIndex:
         reads it. Called on a `snapshot_copy`, whose arrays no write reaches (a restored index's packed postings are
         never changed in place either)."""
         packed, starts = self._postings.packed()
-        texts, text_starts, dead = self._texts.packed()
         return {
             "names": self._names,
             "doc_places": self._doc_of.table(),
-            "texts": texts,
-            "text_starts": text_starts,
-            "dead_texts": dead,
+            **self._texts.packed(),
             "lengths": self._lengths,
             "fields_with_separator": self._fields_with_separator,
             "pending": list(self._pending),
@@ -848,7 +873,7 @@ class SubstringIndex:
         live, dead, total_length, warm = (int(count) for count in state["counts"])
         fields_with_separator, pending = dict(state["fields_with_separator"]), dict.fromkeys(state["pending"])
         names, words = state["names"], state["words"]
-        texts = Texts.restored(state["texts"], state["text_starts"], state["dead_texts"])
+        texts = Texts.restored(state["texts"], state["text_starts"], state["dead_texts"], state["text_block_bytes"])
         if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
             raise ValueError("the search index's tables differ in length")
         stem_places = table_places(state["stem_places"], "stems")

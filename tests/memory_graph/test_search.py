@@ -8,6 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from memory_graph import search as search_module
 from memory_graph.search import FIELD_SEPARATOR, PlaceMap, SubstringIndex, query_terms
 from memory_graph.storage import as_read_back
 
@@ -27,7 +28,7 @@ def brute_force(docs: dict[str, list[str]], query: str) -> set[str]:
 
 @settings(max_examples=300, deadline=None)
 @example(
-    docs={"1": [""]}, queries=["A A"], removed=0, slice_size=1, restored=False
+    docs={"1": [""]}, queries=["A A"], removed=0, slice_size=1, restored=False, block=4096
 )  # a repeated word is still two words
 @given(
     docs=st.dictionaries(
@@ -37,10 +38,19 @@ def brute_force(docs: dict[str, list[str]], query: str) -> set[str]:
     removed=st.integers(min_value=0, max_value=3),
     slice_size=st.sampled_from([1, 3, 1000]),
     restored=st.booleans(),
+    block=st.sampled_from([1, 2, 3, 4096]),
 )
 def test_the_index_agrees_with_a_scan(
-    docs: dict, queries: list[str], removed: int, slice_size: int, restored: bool
+    docs: dict, queries: list[str], removed: int, slice_size: int, restored: bool, block: int
 ) -> None:
+    kept, search_module.TEXT_BLOCK = search_module.TEXT_BLOCK, block  # a restore's texts in blocks of `block`
+    try:
+        scanned_alike(docs, queries, removed, slice_size, restored)
+    finally:
+        search_module.TEXT_BLOCK = kept
+
+
+def scanned_alike(docs: dict, queries: list[str], removed: int, slice_size: int, restored: bool) -> None:
     index = SubstringIndex()
     for name, fields in docs.items():
         index.put(name, fields)
@@ -223,3 +233,18 @@ def test_a_restore_of_a_restore_after_entities_came_and_went_again() -> None:
     assert again.matching("thing") == ["keep"] and again.matching("temp") == []
     copied = restored._doc_of.copy(restored._names[:]).copy(restored._names[:])  # a copy of a copy not yet made
     assert copied.get("keep") == 0
+
+
+def test_a_wide_character_widens_only_its_own_block_of_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string holds every character at the width of its widest: one emoji among a restored index's texts must
+    not make them all take 4 bytes a character (joined in one string, it did)."""
+    monkeypatch.setattr(search_module, "TEXT_BLOCK", 2)
+    live = SubstringIndex()
+    for i, body in enumerate(["plain", "text", "a \U0001f600 smile", "more", "end"]):
+        live.put(f"N{i}", [f"N{i}", "t", body])
+    live.index_some(10)
+    restored = SubstringIndex()
+    restored.restore_state(as_read_back(live.snapshot_state()))
+    assert [block.isascii() for block in restored._texts._blocks] == [True, False, True]
+    assert restored.matching("\U0001f600 smile") == ["N2"]
+    assert sorted(restored.matching("e")) == ["N1", "N2", "N3", "N4"]

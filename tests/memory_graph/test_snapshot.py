@@ -384,6 +384,10 @@ INDEX_DAMAGES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "texts ending past their end": lambda state: {"texts": state["texts"][:-1]},
     "texts going back": lambda state: {"text_starts": array("q", [0, 9, 5, len(state["texts"])]).tobytes()},
     "fewer texts than documents": lambda state: {"text_starts": array("q", [0, len(state["texts"])]).tobytes()},
+    "a block of texts of another length": lambda state: {
+        "text_block_bytes": array("q", [len(state["texts"]) - 1]).tobytes(),
+        "texts": state["texts"][:-1],
+    },
     "a table of places of another size": lambda state: {"doc_places": array("i", [0] * 3).tobytes()},
     "a table of places pointing past its words": lambda state: {"word_places": array("i", [99] * 16).tobytes()},
 }
