@@ -561,8 +561,9 @@ class Collection:
             if where == index:
                 copies.append(own)
                 continue
-            copy, _ = checked_record(json.loads(self.shards[where].lines[key]), self.check, repair_text=True)
-            copies.append(copy if copy is not None else json.loads(self.shards[where].lines[key]))
+            read = json.loads(self.shards[where].lines[key])
+            copy, _ = checked_record(read, self.check, repair_text=True)
+            copies.append(copy if copy is not None else read)
         merged = copies[0]
         for copy in copies[1:]:
             merged = merge_records(merged, copy)

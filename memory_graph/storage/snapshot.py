@@ -266,19 +266,10 @@ def _chunked(value: Any, write: Callable[[bytes | memoryview], None]) -> Any:
     containers)."""
     if type(value) is SnapshotStream:
         if value.kind == "bytes":
-            total = 0
-            for piece in value.items:
-                with memoryview(piece) as view, view.cast("B") as raw:
-                    write(raw)
-                    total += raw.nbytes
-            return (CHUNKED, "bytes", (total,))
+            return _written_raw(value.items, write)
         return _written_in_chunks(value.kind, iter(value.items), write)
-    if type(value) is bytes or type(value) is array:
-        with memoryview(value) as view, view.cast("B") as raw:
-            if raw.nbytes > RAW_BYTES:
-                write(raw)
-                return (CHUNKED, "bytes", (raw.nbytes,))
-        return value
+    if (type(value) is bytes or type(value) is array) and memoryview(value).nbytes > RAW_BYTES:
+        return _written_raw([value], write)
     if type(value) is dict:
         if len(value) > CHUNK_ITEMS:
             return _written_in_chunks("dict", iter(value.items()), write)
@@ -288,6 +279,16 @@ def _chunked(value: Any, write: Callable[[bytes | memoryview], None]) -> Any:
             return _written_in_chunks("list", iter(value), write)
         return [_chunked(item, write) for item in value]
     return value
+
+
+def _written_raw(pieces: Iterable[Any], write: Callable[[bytes | memoryview], None]) -> tuple[str, str, tuple[int]]:
+    """Bytes-like pieces written as they are, one after the other: read back as one bytes object."""
+    total = 0
+    for piece in pieces:
+        with memoryview(piece) as view, view.cast("B") as raw:
+            write(raw)
+            total += raw.nbytes
+    return (CHUNKED, "bytes", (total,))
 
 
 def _written_in_chunks(
