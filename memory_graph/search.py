@@ -504,8 +504,8 @@ class Texts:
     def restored(
         cls, encoded: bytes, data: bytes | array[int], dead: Iterable[int], block_bytes: bytes | array[int]
     ) -> Texts:
-        """From `packed`'s parts as the snapshot reads them back: the blocks' UTF-8 one after the other, each
-        document's start, the dead documents, each block's length in bytes."""
+        """From `packed`'s parts as the snapshot reads them back (the blocks' UTF-8 one after the other, each
+        document's start, each block's length in bytes) and the dead documents (the index's names tell them)."""
         starts, sizes = int_array(data, "q"), int_array(block_bytes, "q")
         count = len(starts) - 1
         if count < 0 or starts[0] != 0 or not all(map(le, starts, islice(starts, 1, None))):
@@ -599,17 +599,15 @@ class Texts:
     def packed(self) -> dict[str, Any]:
         """What the snapshot keeps (`restored` takes it back): the blocks in UTF-8 one after the other, given a block
         at a time (the texts never exist joined whole beside those they are made from: a first version kept them as
-        one string, and a save at 100k entities held 37 MB more), each document's start, the dead documents, and
-        each block's length in bytes (measured first: a block is made twice, once to measure it, once to write it;
-        an ASCII block's length in bytes is its length)."""
-        dead = sorted(self._dead) + [self._count + i for i, text in enumerate(self._added) if text is None]
+        one string, and a save at 100k entities held 37 MB more), each document's start, and each block's length in
+        bytes (measured first: a block is made twice, once to measure it, once to write it; an ASCII block's length
+        in bytes is its length). A dead document's text is kept empty."""
         current = not self._added and not self._dead
         starts = self._starts if current else array("q", accumulate(self._lengths(), initial=0))
         sizes = array("q", (len(b) if b.isascii() else len(_utf8(b)) for b in self._blocks_to_keep()))
         return {
             "texts": SnapshotStream("bytes", map(_utf8, self._blocks_to_keep())),
             "text_starts": starts,
-            "dead_texts": dead,
             "text_block_bytes": sizes,
         }
 
@@ -873,7 +871,8 @@ class SubstringIndex:
         live, dead, total_length, warm = (int(count) for count in state["counts"])
         fields_with_separator, pending = dict(state["fields_with_separator"]), dict.fromkeys(state["pending"])
         names, words = state["names"], state["words"]
-        texts = Texts.restored(state["texts"], state["text_starts"], state["dead_texts"], state["text_block_bytes"])
+        dead_documents = (doc for doc, name in enumerate(names) if name is None)
+        texts = Texts.restored(state["texts"], state["text_starts"], dead_documents, state["text_block_bytes"])
         if not (len(names) == len(texts) == len(lengths) and len(words) == len(stem_of_word)):
             raise ValueError("the search index's tables differ in length")
         stem_places = table_places(state["stem_places"], "stems")
