@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import islice
+from itertools import chain, islice
 from operator import add, itemgetter
 from sys import intern
 from typing import Any, overload
@@ -49,6 +49,7 @@ from memory_graph.model import (
 )
 from memory_graph.search import (
     FIELD_SEPARATOR,
+    PlaceMap,
     SubstringIndex,
     check_query,
     closest_name,
@@ -235,6 +236,118 @@ class EntityTable(Mapping[str, dict[str, Any]]):
 Touching = tuple[RelationKey, ...] | set[RelationKey]
 
 
+class RestoredRelations(Sequence[RelationKey]):
+    """The relations a start snapshot kept, in creation order, as columns: each one's start, end and type. Its key
+    is made when read: a tuple of its own per relation, and a dict of them with each one's ordinal, were 30 MB of a
+    restart's 234 at 100k entities and 200k relations; the columns are 5 MB (lists of the names, not places in a
+    table of them: a key made from places took twice as long, and relations are read a million at a time). Never
+    changed once made (a relation gone since is marked by the `RelationTable` holding them), so copies share it."""
+
+    __slots__ = ("_ends", "_starts", "_types")
+
+    def __init__(self, names: list[str], starts: array[int], ends: array[int], types: list[str]) -> None:
+        """From the snapshot's columns: the ends as places in `names` (an IndexError for one past them)."""
+        if not len(starts) == len(ends) == len(types):
+            raise ValueError("the graph's relation columns differ in length")
+        if not all(type(kind) is str for kind in types):
+            raise TypeError("the snapshot holds a relation type that is no string")
+        self._starts = list(map(names.__getitem__, starts))
+        self._ends = list(map(names.__getitem__, ends))
+        self._types = types
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    @overload
+    def __getitem__(self, place: int) -> RelationKey: ...
+    @overload
+    def __getitem__(self, place: slice) -> list[RelationKey]: ...
+    def __getitem__(self, place: int | slice) -> RelationKey | list[RelationKey]:
+        if isinstance(place, slice):
+            return [self[at] for at in range(*place.indices(len(self)))]
+        return (self._starts[place], self._ends[place], self._types[place])
+
+    def __iter__(self) -> Iterator[RelationKey]:
+        # (the columns are one length: checked when made, never changed)
+        return zip(self._starts, self._ends, self._types, strict=True)
+
+    def at(self, places: array[int]) -> Iterator[RelationKey]:
+        """The keys of the relations at these places (without a call of `self[place]` each)."""
+        starts, ends, types = self._starts, self._ends, self._types
+        found = map(starts.__getitem__, places), map(ends.__getitem__, places), map(types.__getitem__, places)
+        return zip(*found, strict=True)
+
+
+class RelationTable(Mapping[RelationKey, int]):
+    """Relation key -> its creation ordinal, iterated in creation order. Restored from the start snapshot, the
+    relations are `RestoredRelations` found by a `PlaceMap` (kept in the snapshot as it is), each one's ordinal its
+    place among them: they are kept in creation order, and every ordinal given since is past them (the snapshot's
+    next ordinal is at least their count). Relations added since are in a dict, and restored ones gone since are
+    marked by place. Only the order of the ordinals means anything (`relations_touching` sorts by them)."""
+
+    __slots__ = ("_added", "_gone", "_places", "_restored")
+
+    def __init__(self, restored: RestoredRelations | None = None, places: PlaceMap | None = None) -> None:
+        self._restored: Sequence[RelationKey] = restored if restored is not None else ()
+        self._places = places
+        self._gone: set[int] = set()  # places of restored relations gone since
+        self._added: dict[RelationKey, int] = {}
+
+    def _restored_place(self, key: RelationKey) -> int | None:
+        if self._places is None:
+            return None
+        place = self._places.get(key)
+        return None if place is None or place in self._gone else place
+
+    def __getitem__(self, key: RelationKey) -> int:
+        ordinal = self._added.get(key)
+        if ordinal is None:
+            ordinal = self._restored_place(key)
+            if ordinal is None:
+                raise KeyError(key)
+        return ordinal
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is not tuple:
+            return False
+        return key in self._added or self._restored_place(key) is not None
+
+    def __iter__(self) -> Iterator[RelationKey]:
+        restored: Iterator[RelationKey] = iter(self._restored)
+        if self._gone:
+            gone = self._gone
+            restored = (key for place, key in enumerate(restored) if place not in gone)
+        return chain(restored, self._added)
+
+    def __len__(self) -> int:
+        return len(self._restored) - len(self._gone) + len(self._added)
+
+    def add(self, key: RelationKey, ordinal: int) -> None:
+        """A relation not held yet, with an ordinal past every one held."""
+        self._added[key] = ordinal
+
+    def remove(self, key: RelationKey) -> None:
+        if self._added.pop(key, None) is None:
+            place = self._restored_place(key)
+            if place is None:
+                raise KeyError(key)
+            self._gone.add(place)
+
+    def copy(self) -> RelationTable:
+        """A copy that no later write reaches: the restored columns and their table are shared (never changed)."""
+        copied = RelationTable()
+        copied._restored, copied._places = self._restored, self._places
+        copied._gone, copied._added = set(self._gone), dict(self._added)
+        return copied
+
+    def table(self, keys: list[RelationKey]) -> array[int]:
+        """The table of places of `keys` (these relations, in their order) the snapshot keeps: the restored one
+        while no relation came or went since; else made again (in the save's thread: 0.13 s at 200k)."""
+        if self._places is not None and not self._gone and not self._added:
+            return self._places.table()
+        return PlaceMap.of(keys).table()
+
+
 class RelationsByName(Mapping[str, Touching]):
     """name -> the relations touching it: a tuple up to SMALL_DEGREE of them, a set past that (hubs).
 
@@ -252,14 +365,14 @@ class RelationsByName(Mapping[str, Touching]):
         # The names `changed` holds a set for: what `copy` copies.
         self._hubs: set[str] = set()
         self._entities = entities
-        self._keys: list[RelationKey] = []
+        self._keys = RestoredRelations([], array("i"), array("i"), [])
         self._other: dict[str, int] = {}
         self._limit = 0
         self._starts = self._degrees = self._touching = array("i")
 
     def restore(
         self,
-        keys: list[RelationKey],
+        keys: RestoredRelations,
         other_ends: list[str],
         limit: int,
         starts: array[int],
@@ -279,7 +392,7 @@ class RelationsByName(Mapping[str, Touching]):
         self._other = dict(zip(other_ends, range(limit, limit + len(other_ends)), strict=True))
         self.changed, self._hubs = {}, set()
 
-    def columns(self, relations: Mapping[RelationKey, int], next_ordinal: int) -> dict[str, Any]:
+    def columns(self, relations: list[RelationKey], next_ordinal: int) -> dict[str, Any]:
         """The snapshot's columns: the relation ends that name no entity, and each place's start and count in one
         array of places among `relations` (in their order). Places are ordinals, so the arrays hold 8 bytes for
         each ordinal given since the memory was last read in full (a new version of the code reads it so)."""
@@ -331,7 +444,7 @@ class RelationsByName(Mapping[str, Touching]):
         start, degree = self._restored_span(name)
         if not degree:
             return ()
-        keys = map(self._keys.__getitem__, self._touching[start : start + degree])
+        keys = self._keys.at(self._touching[start : start + degree])
         return tuple(keys) if degree <= SMALL_DEGREE else set(keys)
 
     def _held(self, name: str) -> Touching:
@@ -363,6 +476,26 @@ class RelationsByName(Mapping[str, Touching]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+    def touching(self, names: Iterable[str]) -> tuple[array[int], list[RelationKey]]:
+        """The relations touching the names: the restored relations of a name unchanged since the restore as their
+        places among them (see `keys_at`), the others as keys (a relation may come twice, once by each end)."""
+        places: array[int] = array("i")
+        keys: list[RelationKey] = []
+        changed, touching = self.changed, self._touching
+        for name in names:
+            held = changed.get(name)
+            if held is not None:
+                keys.extend(held)
+                continue
+            start, degree = self._restored_span(name)
+            if degree:
+                places.extend(touching[start : start + degree])
+        return places, keys
+
+    def keys_at(self, places: array[int]) -> Iterator[RelationKey]:
+        """The keys of the restored relations at these places."""
+        return self._keys.at(places)
 
     def degree(self, name: str) -> int:
         """How many relations touch the name, without making their tuple."""
@@ -425,7 +558,7 @@ class GraphState:
         self._elsewhere: dict[str, str] = {}
         # Shared lessons behind an entity of this memory under the same name, shown once that entity is gone.
         self._hidden_lessons: dict[str, dict[str, Any]] = {}
-        self.relations: dict[RelationKey, int] = {}  # key -> creation ordinal
+        self.relations = RelationTable()  # key -> creation ordinal
         # name -> the relations touching it: a tuple up to SMALL_DEGREE of them, a set past that (hubs)
         self.by_node = RelationsByName(self.entities)
         self.index = SubstringIndex()
@@ -444,7 +577,7 @@ class GraphState:
         copied.entities = EntityTable(dict(self.entities.held))
         copied._elsewhere = dict(self._elsewhere)
         copied._hidden_lessons = dict(self._hidden_lessons)
-        copied.relations = dict(self.relations)
+        copied.relations = self.relations.copy()
         copied.by_node = self.by_node.copy(copied.entities)
         copied.index = self.index.snapshot_copy()
         copied._next_ordinal = self._next_ordinal
@@ -457,18 +590,18 @@ class GraphState:
         of key tuples, every name's relations came back with copies of their keys, and reading the names again
         and again was most of a restart's restore (bench/restore_bench.py at 100k entities: 1.7 -> 1.1 s, RSS 307
         -> 273 MB with the search index's maps rebuilt too)."""
-        by_name = self.by_node.columns(self.relations, self._next_ordinal)
+        keys = list(self.relations)  # in creation order: a restored relation's ordinal is its place among them
+        by_name = self.by_node.columns(keys, self._next_ordinal)
         names = [*self.entities, *by_name["other_ends"]]  # every relation end is in one or the other
         place = dict(zip(names, range(len(names)), strict=True))
-        keys = list(self.relations)
         return {
             "entities": SnapshotStream("dict", self.entities.packed()),  # packed as it is written
             "elsewhere": self._elsewhere,
             "hidden_lessons": self._hidden_lessons,
-            "relation_from": array("q", map(place.__getitem__, map(itemgetter(0), keys))).tobytes(),
-            "relation_to": array("q", map(place.__getitem__, map(itemgetter(1), keys))).tobytes(),
+            "relation_from": array("i", map(place.__getitem__, map(itemgetter(0), keys))).tobytes(),
+            "relation_to": array("i", map(place.__getitem__, map(itemgetter(1), keys))).tobytes(),
             "relation_type": [key[2] for key in keys],
-            "relation_ordinals": array("q", self.relations.values()).tobytes(),
+            "relation_places": self.relations.table(keys).tobytes(),
             **by_name,
             "next_ordinal": self._next_ordinal,
             "index": self.index.snapshot_state(),
@@ -482,21 +615,20 @@ class GraphState:
         if not elsewhere.keys() <= entities.held.keys():
             raise ValueError("the graph's entity tables differ")
         other_ends = list(state["other_ends"])
-        name_at = [*entities, *other_ends].__getitem__  # (an IndexError for a place past the table)
-        starts, ends = (
-            table_places(state["relation_from"], "relation starts"),
-            table_places(state["relation_to"], "relation ends"),
+        keys = RestoredRelations(
+            [*entities, *other_ends],
+            table_places(state["relation_from"], "relation starts", "i"),
+            table_places(state["relation_to"], "relation ends", "i"),
+            list(state["relation_type"]),
         )
-        types, relation_ordinals = state["relation_type"], int_array(state["relation_ordinals"], "q")
-        if not (len(starts) == len(ends) == len(types) == len(relation_ordinals)):
-            raise ValueError("the graph's relation columns differ in length")
-        keys = list(zip(map(name_at, starts), map(name_at, ends), types, strict=True))
         next_ordinal = int(state["next_ordinal"])
+        if next_ordinal < len(keys):
+            raise ValueError("the graph's next ordinal is not past its relations' places")
         by_node = RelationsByName(entities)
         by_node.restore(
             keys, other_ends, next_ordinal, *(int_array(state[field]) for field in ("starts", "degrees", "touching"))
         )
-        relations = dict(zip(keys, relation_ordinals, strict=True))
+        relations = RelationTable(keys, PlaceMap.restored(keys, state["relation_places"]))
         # All read before any is taken: a state that fails leaves the graph as it was (empty).
         self.entities, self.index, self.by_node = entities, index, by_node
         self._elsewhere, self.relations, self._next_ordinal = elsewhere, relations, next_ordinal
@@ -556,7 +688,7 @@ class GraphState:
     def _add_relation(self, key: RelationKey) -> None:
         if key in self.relations:
             return
-        self.relations[key] = self._next_ordinal
+        self.relations.add(key, self._next_ordinal)
         self._next_ordinal += 1
         for end in (key[0], key[1]) if key[0] != key[1] else (key[0],):
             self.by_node.add(end, key)
@@ -564,7 +696,7 @@ class GraphState:
     def _drop_relation(self, key: RelationKey) -> None:
         if key not in self.relations:
             return
-        del self.relations[key]
+        self.relations.remove(key)
         for end in (key[0], key[1]) if key[0] != key[1] else (key[0],):
             self.by_node.discard(end, key)
 
@@ -594,7 +726,8 @@ class GraphState:
         return self.entities.ordinal(name)
 
     def relations_touching(self, names: Iterable[str]) -> list[RelationKey]:
-        return sorted(self._touching(names), key=self.relations.__getitem__)  # creation order, like the reference
+        found = self.touching_with_ordinals(names)
+        return sorted(found, key=found.__getitem__)  # creation order, like the reference
 
     def count_relations_touching(self, names: Iterable[str]) -> int:
         """How many distinct relations touch the names (a cut response reports it for thousands of matches). When
@@ -607,12 +740,18 @@ class GraphState:
         touching = sum(map(self.by_node.degree, sample)) * len(chosen) / max(len(sample), 1)
         if 2 * touching > len(self.relations):
             return sum(1 for start, end, _ in self.relations if start in chosen or end in chosen)
-        return len(self._touching(chosen))
+        return len(self.touching_with_ordinals(chosen))
 
-    def _touching(self, names: Iterable[str]) -> set[RelationKey]:
-        found: set[RelationKey] = set()
-        for name in names:
-            found.update(self.by_node.get(name, ()))
+    def touching_with_ordinals(self, names: Iterable[str]) -> dict[RelationKey, int]:
+        """The relations touching the names, each with its creation ordinal. A restored relation's ordinal is its
+        place among the restored relations (`RelationTable`), so the ones `RelationsByName` holds by place need no
+        lookup of their key (which made an open_nodes of a thousand names twice as slow)."""
+        places, keys = self.by_node.touching(names)
+        found = dict(zip(self.by_node.keys_at(places), places, strict=True))
+        ordinal = self.relations.__getitem__
+        for key in keys:
+            if key not in found:
+                found[key] = ordinal(key)
         return found
 
 
@@ -1104,28 +1243,30 @@ class GraphService:
         budget = self.max_response_chars - ENVELOPE_CHARS
         used = 0
         entities: list[Entity] = []
-        taken: dict[RelationKey, None] = {}
+        taken: dict[RelationKey, int] = {}  # -> its creation ordinal
         for name in names:
             view = state.entities.view(name)
-            touching = [k for k in state.by_node.get(name, ()) if k not in taken]
+            touching = {k: o for k, o in state.touching_with_ordinals((name,)).items() if k not in taken}
             cost = _json_size(view) + sum(_json_size(relation_view(k)) for k in touching)
             if used + cost > budget:
                 break
             used += cost
             entities.append(Entity.model_construct(**view))
-            taken.update(dict.fromkeys(touching))
+            taken.update(touching)
         cut = len(entities) < (len(names) if matched is None else matched.entities)
-        keys = sorted(taken, key=state.relations.__getitem__)
+        keys = sorted(taken, key=taken.__getitem__)
         if all_relations and not cut:
-            # read_graph also returns relations whose ends are missing (official files can hold them).
+            # read_graph also returns relations whose ends are missing (official files can hold them), as many
+            # as fit, with the ones taken, in creation order (the order the relations are held in).
+            keys = []
             for key in state.relations:
-                if key not in taken:
-                    used += _json_size(relation_view(key))
-                    if used > budget:
-                        cut = True
-                        break
+                if key in taken:
                     keys.append(key)
-            keys.sort(key=state.relations.__getitem__)
+                elif not cut:
+                    used += _json_size(relation_view(key))
+                    cut = used > budget
+                    if not cut:
+                        keys.append(key)
         truncated = None
         if cut:
             if matched is not None:
@@ -1145,7 +1286,7 @@ class GraphService:
 
 def neighbours(state: GraphState, name: str) -> list[tuple[str, str]]:
     """(the other end, relation type) of every relation touching `name` whose ends both exist, in creation order."""
-    keys = sorted(state.by_node.get(name, ()), key=state.relations.__getitem__)
+    keys = state.relations_touching((name,))
     return [(k[1] if k[0] == name else k[0], k[2]) for k in keys if k[0] in state.entities and k[1] in state.entities]
 
 

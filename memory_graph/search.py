@@ -272,9 +272,9 @@ def int_array(data: bytes | array[int], typecode: str = "i") -> array[int]:
     return numbers
 
 
-def table_places(data: bytes, what: str) -> array[int]:
+def table_places(data: bytes, what: str, typecode: str = "q") -> array[int]:
     """Places in a table, from the snapshot: a place past the table is an IndexError when it is looked up."""
-    places = int_array(data, "q")
+    places = int_array(data, typecode)
     if min(places, default=0) < 0:
         raise ValueError(f"the snapshot places {what} before the start of their table")
     return places
@@ -368,15 +368,19 @@ class Postings:
         return packed._packed, packed._starts
 
 
-def _key_hash(key: str) -> int:
-    """A hash of a key that every process computes alike (`hash` of a string changes with each interpreter), so
-    a table of them can be kept in the snapshot."""
-    return zlib.crc32(key.encode("utf-8", "surrogatepass"))
+PlaceKey = str | tuple[str, ...]  # what a PlaceMap maps: a name or word, or a relation's key
+
+
+def _key_hash(key: PlaceKey) -> int:
+    """A hash of a key (a string, or a tuple of strings) that every process computes alike (`hash` of a string
+    changes with each interpreter), so a table of them can be kept in the snapshot."""
+    text = key if type(key) is str else "\0".join(key)
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
 
 
 class PlaceMap:
-    """Key -> its place in a list of keys (a document's name, a word), as a dict is, in far less memory once
-    restored: an open-addressed table in one `array('i')` of the places (each + 1; 0 is empty), found by
+    """Key -> its place in a list of keys (a document's name, a word, a relation's key), as a dict is, in far less
+    memory once restored: an open-addressed table in one `array('i')` of the places (each + 1; 0 is empty), found by
     `_key_hash` and checked against the list, and kept in the snapshot as it is. Keys placed since then are in a
     dict, looked at first. Why: a dict of 100,000 names and their places is 6.6 MB (each place an int object of
     its own) and is rebuilt at every restore, a tenth of a second at a million entities; the table is 1 MB, read
@@ -385,14 +389,14 @@ class PlaceMap:
 
     __slots__ = ("_added", "_keys", "_mask", "_slots")
 
-    def __init__(self, keys: list[Any], slots: array[int] | None = None) -> None:
+    def __init__(self, keys: Sequence[Any], slots: array[int] | None = None) -> None:
         self._keys = keys
         self._slots = slots if slots is not None else array("i")
         self._mask = len(self._slots) - 1
-        self._added: dict[str, int] = {}
+        self._added: dict[PlaceKey, int] = {}
 
     @classmethod
-    def of(cls, keys: list[Any]) -> PlaceMap:
+    def of(cls, keys: Sequence[Any]) -> PlaceMap:
         """Every key of the list (None aside) at its place, in a table with at least twice as many slots (so a
         probe ends within a slot or two), the first key of two equal ones winning."""
         size = 1 << max(4, (2 * len(keys)).bit_length())
@@ -410,7 +414,7 @@ class PlaceMap:
         return cls(keys, slots)
 
     @classmethod
-    def restored(cls, keys: list[Any], data: bytes | array[int]) -> PlaceMap:
+    def restored(cls, keys: Sequence[Any], data: bytes | array[int]) -> PlaceMap:
         slots = int_array(data)
         # (At most one slot a key, in twice as many slots as keys: a probe always meets an empty slot and ends.)
         if len(slots) & (len(slots) - 1) or len(slots) < 2 * len(keys) or min(slots, default=0) < 0:
@@ -430,7 +434,7 @@ class PlaceMap:
         """The table the snapshot keeps: this one's while it is current; else made again."""
         return self._slots if self._current() else PlaceMap.of(self._keys)._slots
 
-    def get(self, key: str) -> int | None:
+    def get(self, key: PlaceKey) -> int | None:
         place = self._added.get(key)
         if place is not None or not self._mask > 0:
             return place
@@ -443,25 +447,25 @@ class PlaceMap:
             slot = (slot + 1) & mask
         return None
 
-    def __getitem__(self, key: str) -> int:
+    def __getitem__(self, key: PlaceKey) -> int:
         place = self.get(key)
         if place is None:
             raise KeyError(key)
         return place
 
-    def __setitem__(self, key: str, place: int) -> None:
+    def __setitem__(self, key: PlaceKey, place: int) -> None:
         self._added[key] = place
 
-    def pop(self, key: str) -> int | None:
+    def pop(self, key: PlaceKey) -> int | None:
         """The key's place, forgotten here (a place in the table is forgotten when its item in the list changes)."""
         place = self._added.pop(key, None)
         return place if place is not None else self.get(key)
 
-    def items(self) -> Iterator[tuple[str, int]]:
+    def items(self) -> Iterator[tuple[PlaceKey, int]]:
         """(key, place) of every key found here, in the order of their places."""
         return ((key, place) for place, key in enumerate(self._keys) if key is not None and self.get(key) == place)
 
-    def copy(self, keys: list[Any]) -> PlaceMap:
+    def copy(self, keys: Sequence[Any]) -> PlaceMap:
         """A map over a copy of the list, for a snapshot: it shares the table when nothing was placed since (the
         table is never changed in place), and is otherwise made from the copied list when first read (in the
         snapshot's thread, not while the store is held)."""
@@ -621,7 +625,7 @@ class _LazyPlaceMap(PlaceMap):
 
     __slots__ = ()
 
-    def __init__(self, keys: list[Any]) -> None:
+    def __init__(self, keys: Sequence[Any]) -> None:
         super().__init__(keys)
         self._mask = -2  # not made yet
 
@@ -634,7 +638,7 @@ class _LazyPlaceMap(PlaceMap):
             self._made()
         return super().table()
 
-    def get(self, key: str) -> int | None:
+    def get(self, key: PlaceKey) -> int | None:
         if self._mask == -2:
             self._made()
         return super().get(key)

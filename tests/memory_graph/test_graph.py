@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_graph.errors import NotFoundError
-from memory_graph.graph import GraphService, GraphState
+from memory_graph.graph import GraphService, GraphState, RelationTable, RestoredRelations
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation, entity_view
+from memory_graph.search import PlaceMap
 from memory_graph.storage import as_read_back
 from tests.conftest import FILES_ONLY, open_graph
 
@@ -370,3 +374,54 @@ def test_a_shared_lesson_behind_an_entity_of_the_same_name_shows_once_the_entity
     gone.records_changed("lesson", [("entity", "PORT")], [])  # the lesson deleted while aside
     gone.records_changed("memory", [("entity", "PORT")], [])
     assert "PORT" not in gone.entities
+
+
+RELATION_KEYS = st.tuples(st.sampled_from("abc"), st.sampled_from("ab\u00e9"), st.sampled_from(["knows", "is", ""]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    restored=st.lists(RELATION_KEYS, unique=True, max_size=12),
+    steps=st.lists(st.tuples(st.booleans(), RELATION_KEYS), max_size=30),
+)
+def test_a_relation_table_answers_as_a_dict_of_creation_ordinals(
+    restored: list[tuple[str, str, str]], steps: list[tuple[bool, tuple[str, str, str]]]
+) -> None:
+    """A RelationTable restored from columns (a restored relation's ordinal is its place) and then changed answers
+    as a dict of each relation's creation ordinal does, in the same order; a copy is not reached by later changes,
+    and the table it gives the snapshot finds its relations once restored again."""
+    names = sorted({end for key in restored for end in key[:2]})
+    place = {name: at for at, name in enumerate(names)}
+    columns = RestoredRelations(
+        names,
+        array("i", (place[key[0]] for key in restored)),
+        array("i", (place[key[1]] for key in restored)),
+        [key[2] for key in restored],
+    )
+    assert list(columns) == restored and [columns[at] for at in range(len(restored))] == restored
+    table = RelationTable(columns, PlaceMap.restored(columns, PlaceMap.of(restored).table().tobytes()))
+    model = dict(zip(restored, range(len(restored)), strict=True))
+    next_ordinal = len(restored) + 3  # (ordinals given to entities in between: only their order matters)
+    copies: list[tuple[RelationTable, dict[tuple[str, str, str], int]]] = []
+    for add, key in steps:
+        if add and key not in model:
+            table.add(key, next_ordinal)
+            model[key] = next_ordinal
+            next_ordinal += 2
+        elif not add and key in model:
+            table.remove(key)
+            del model[key]
+        elif not add:
+            with pytest.raises(KeyError):
+                table.remove(key)
+        copies.append((table.copy(), dict(model)))
+        assert list(table) == list(model) and len(table) == len(model)
+    for key in {*restored, *(key for _, key in steps), ("a", "a", "absent")}:
+        assert (key in table) == (key in model) and table.get(key) == model.get(key)
+    assert ("a", "b") not in table and "a" not in table
+    assert dict(table.items()) == model and sorted(table, key=table.__getitem__) == list(model)
+    for copied, then in copies:
+        assert dict(copied.items()) == then and list(copied) == list(then)
+    keys = list(table)
+    again = PlaceMap.restored(keys, table.table(keys).tobytes())
+    assert [again.get(key) for key in keys] == list(range(len(keys)))

@@ -93,7 +93,9 @@ def answers(built: Services) -> dict[str, Any]:
         "search": [graph.search_nodes(q).model_dump(by_alias=True) for q in ("topic3", "person likes", "Persn 12")],
         "open": graph.open_nodes(["Person 5", "Person 149", "KEY_MISSING"]).model_dump(by_alias=True),
         "order": list(state.entities),
-        "ordinals": sorted(state.relations.items()),
+        # (a restored relation's ordinal is its place among the relations: only their order is the same)
+        "relation order": list(state.relations),
+        "ordered by ordinal": sorted(state.relations, key=state.relations.__getitem__),
         "by_node": {name: sorted(keys) for name, keys in state.by_node.items()},
         "lessons": [
             m.name
@@ -240,11 +242,10 @@ def test_a_file_with_twice_written_records_and_blank_lines_is_restored_as_loaded
     assert (folder / "memory.json").read_text(encoding="utf-8") == text  # a restore writes nothing
 
 
-def test_a_restore_shares_each_relation_key_and_keeps_relations_whose_ends_name_no_entity(tmp_path: Path) -> None:
+def test_a_restore_finds_each_relation_and_keeps_relations_whose_ends_name_no_entity(tmp_path: Path) -> None:
     """The snapshot keeps the relations as columns and each name's relations as places among them: a restore
-    makes each key once (each name's relations hold the very keys the relation table holds, as after a load),
-    keeps a hub's relations as a set, and keeps a relation to a name no entity has (official files can hold
-    them), self-relations included. (Dicts of key tuples written in chunks came back with copies of the keys.)"""
+    finds every relation by its key (the restored table of places), keeps a hub's relations as a set, and keeps
+    a relation to a name no entity has (official files can hold them), self-relations included."""
     folder, cache = tmp_path / "memory", tmp_path / "cache"
     folder.mkdir()
     records: list[dict[str, Any]] = [
@@ -266,8 +267,9 @@ def test_a_restore_shares_each_relation_key_and_keeps_relations_whose_ends_name_
     again = restarted(folder, cache)
     assert isinstance(again.store, Store) and again.store.restored_from_snapshot
     state = again.graph.state
-    table = {id(key) for key in state.relations}
-    assert all(id(key) in table for held in state.by_node.values() for key in held)
+    assert len(state.relations) == len(records) - 30
+    assert all(key in state.relations for held in state.by_node.values() for key in held)
+    assert ("E5", "Nobody", "other") not in state.relations and ("E5", "Nobody") not in state.relations
     assert isinstance(state.by_node["E0"], set) and len(state.by_node["E0"]) == 19
     assert state.by_node["Nobody"] == (("E5", "Nobody", "cites"),)
     assert state.by_node["E7"] == (("E0", "E7", "owns"), ("E7", "E7", "mirrors"))  # in the order they were made
@@ -280,8 +282,13 @@ def test_a_restore_shares_each_relation_key_and_keeps_relations_whose_ends_name_
     "damage",
     [
         {"next_ordinal": None},
-        {"relation_to": array("q", [0, 99]).tobytes()},  # a place past the name table
-        {"relation_to": array("q", [0, -1]).tobytes()},  # a place before the name table
+        {"relation_to": array("i", [0, 99]).tobytes()},  # a place past the name table
+        {"relation_from": array("i", [0, -1]).tobytes()},  # a place before the name table
+        {"relation_to": array("i", [0]).tobytes()},  # fewer ends than relations
+        {"relation_type": ["knows", 7]},  # a type that is no string
+        {"next_ordinal": 1},  # not past the relations' places (their ordinals once restored)
+        {"relation_places": array("i", [0] * 2).tobytes()},  # a table of places too small to hold the relations
+        {"relation_places": array("i", [3] + [0] * 15).tobytes()},  # a place past the relations
         {"degrees": array("i", [2, 2, 0]).tobytes()},  # not one count per place
         {"degrees": array("i", [2, 1, 0, 0]).tobytes()},  # not adding up to the relations held by name
         {"starts": array("i", [0, 3, 0, 0]).tobytes()},  # a name's relations past the end of their table
@@ -305,7 +312,8 @@ def test_a_graph_state_that_cannot_be_restored_leaves_the_graph_as_it_was(damage
     state = as_read_back(live.snapshot_state())
     restored = GraphState()
     restored.restore_state(state)
-    assert (restored.entities, restored.relations, restored.by_node) == (live.entities, live.relations, live.by_node)
+    assert (restored.entities, restored.by_node) == (live.entities, live.by_node)
+    assert relation_order(restored) == relation_order(live)
     untouched = GraphState()
     with pytest.raises((TypeError, ValueError, IndexError)):
         untouched.restore_state({**state, **damage})
@@ -419,15 +427,14 @@ def test_a_graph_state_restored_from_its_snapshot_holds_what_was_snapshotted(see
     assert list(restored.entities.items()) == list(live.entities.items())
     assert restored._elsewhere == live._elsewhere
     assert [restored.ordinal(n) for n in restored.entities] == [live.ordinal(n) for n in live.entities]
-    assert list(restored.relations.items()) == list(live.relations.items())  # creation ordinals and order
+    assert relation_order(restored) == relation_order(live)
     assert restored._next_ordinal == live._next_ordinal
     assert restored.by_node.keys() == live.by_node.keys()
     for name, held in live.by_node.items():
         # A tuple keeps its order (creation order); a hub's set its members (one shrunk to 8 or fewer may come
         # back as a tuple, which every reader takes alike).
         assert restored.by_node[name] == held if isinstance(held, tuple) else set(restored.by_node[name]) == held
-    shared = {id(key) for key in restored.relations}
-    assert all(id(key) in shared for held in restored.by_node.values() for key in held)
+    assert all(key in restored.relations for held in restored.by_node.values() for key in held)
     assert as_read_back(restored.index.snapshot_state()) == as_read_back(live.index.snapshot_state())
     index, again = live.index, restored.index
     assert list(again._doc_of.items()) == list(index._doc_of.items())
@@ -466,6 +473,17 @@ def test_an_entity_reads_back_its_observations_exactly_also_after_a_restore(obse
     assert len(restored.entities.held["E"]) <= 3 or any("\x00" in observation for observation in observations)
 
 
+def relation_order(state: GraphState) -> list[tuple[str, str, str]]:
+    """The relations in creation order, their ordinals checked to rise with it. (A restored relation's ordinal is
+    its place among the relations, so a restore's ordinals differ from those of the graph it was made from: only
+    their order means anything.)"""
+    keys = list(state.relations)
+    ordinals = [state.relations[key] for key in keys]
+    assert ordinals == sorted(set(ordinals)) and len(keys) == len(state.relations)
+    assert all(key in state.relations for key in keys)
+    return keys
+
+
 def relations_by_name(state: GraphState) -> dict[str, set[tuple[str, str, str]]]:
     """Each name's relations as the readers take them: a set (they order them themselves)."""
     return {name: set(held) for name, held in state.by_node.items()}
@@ -489,7 +507,8 @@ def test_a_restored_graph_changed_after_the_restore_holds_what_the_live_one_does
             if isinstance(held, tuple) and isinstance(graph.by_node[name], tuple):  # from a set shrunk, has none)
                 assert graph.by_node[name] == held
         assert sorted(graph.by_node) == sorted(live.by_node) and len(graph.by_node) == len(live.by_node)
-        assert list(graph.relations.items()) == list(live.relations.items())
+        assert relation_order(graph) == relation_order(live)
+        assert graph.relations_touching(live.entities) == live.relations_touching(live.entities)
         assert list(graph.entities.items()) == list(live.entities.items())
         assert [graph.ordinal(n) for n in graph.entities] == [live.ordinal(n) for n in live.entities]
         for name in [*live.entities, *live.by_node, "Nobody"]:
