@@ -50,7 +50,7 @@ def restore(folder: Path) -> dict[str, float]:
 
 
 def settled_rss_mb() -> float:
-    """RSS once the freed heap is handed back, as server.return_freed_memory does after a load (importing the
+    """RSS once the freed heap is handed back, as storage.return_freed_memory does after a load (importing the
     server would add the MCP SDK to the RSS)."""
     gc.collect()
     ctypes.CDLL("libc.so.6").malloc_trim(0)

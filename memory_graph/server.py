@@ -6,7 +6,6 @@ structured content plus its compact JSON as text. Domain errors become tool erro
 
 # No `from __future__ import annotations`: the SDK reads these signatures at registration time.
 
-import ctypes
 import functools
 import json
 import logging
@@ -81,7 +80,7 @@ from memory_graph.model import (
     Relation,
 )
 from memory_graph.projects import ALLOWED_PROJECTS, Projects, choose_project, list_projects
-from memory_graph.storage import StoreEngine
+from memory_graph.storage import StoreEngine, return_freed_memory
 from memory_graph.subscriptions import GraphSubscriptions
 
 log = logging.getLogger(__name__)
@@ -300,8 +299,9 @@ class App:
         try:
             self.graph.prepare()
             self.store.open()
-            # Now, not only after the warm-up: the files' parsed text and records are let go once the listeners
-            # hold what they need, and a large memory's warm-up and save take seconds more.
+            # Now, not only after the warm-up: the parsed records are let go once the listeners hold what they
+            # need, and a large memory's warm-up and save take seconds more. (The files' store has done it before
+            # letting the first call in; a database's store has not.)
             return_freed_memory()
             if self.graph.semantic is not None:
                 self.graph.semantic.start()  # the model loads in its own thread; the first search waits for it
@@ -333,16 +333,6 @@ class App:
                 return_freed_memory()
         except MemoryGraphError as exc:  # a store closed meanwhile
             log.info("the memory was not taken again from its snapshot: %s", exc)
-
-
-def return_freed_memory() -> None:
-    """Hand the heap the load let go of back to the OS (the parsed files' text and records): glibc keeps it
-    otherwise, 20-25 MB at 100k entities. Elsewhere, nothing."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return
-    trim(0)
 
 
 def build_app(settings: Settings) -> App:

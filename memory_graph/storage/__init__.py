@@ -44,6 +44,7 @@ from memory_graph.storage.engine import (
     Taken,
     Transaction,
     copy_records,
+    return_freed_memory,
 )
 from memory_graph.storage.files import atomic_write
 from memory_graph.storage.layout import folder_usage
@@ -87,6 +88,7 @@ __all__ = [
     "read_vectors",
     "record_key",
     "relation_key",
+    "return_freed_memory",
     "write_side_cache",
     "write_snapshot",
     "write_vectors",

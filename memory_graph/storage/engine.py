@@ -9,6 +9,7 @@ PostgreSQL (postgres.py). A service never knows which one it runs on.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import itertools
 import logging
@@ -611,3 +612,13 @@ def collector_paused(freeze: bool = False) -> Iterator[None]:
             gc.freeze()
         if was_enabled:
             gc.enable()
+
+
+def return_freed_memory() -> None:
+    """Hand the heap a load let go of back to the OS (the parsed files' text and records, a snapshot's chunks):
+    glibc keeps it otherwise, 20-30 MB at 100k entities. Elsewhere, nothing."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
