@@ -249,7 +249,7 @@ class RestoredRelations(Sequence[RelationKey]):
         """From the snapshot's columns: the ends as places in `names` (an IndexError for one past them)."""
         if not len(starts) == len(ends) == len(types):
             raise ValueError("the graph's relation columns differ in length")
-        if not all(type(kind) is str for kind in types):
+        if not set(map(type, types)) <= {str}:  # (a loop in C: a generator of 2M tests took 0.5 s of a 1M restart)
             raise TypeError("the snapshot holds a relation type that is no string")
         self._starts = list(map(names.__getitem__, starts))
         self._ends = list(map(names.__getitem__, ends))
