@@ -308,8 +308,8 @@ class RelationTable(Mapping[RelationKey, int]):
         return ordinal
 
     def __contains__(self, key: object) -> bool:
-        if type(key) is not tuple:
-            return False
+        if type(key) is not tuple or not all(type(part) is str for part in key):
+            return False  # (as a dict of string triples answers; the table's hash joins strings only)
         return key in self._added or self._restored_place(key) is not None
 
     def __iter__(self) -> Iterator[RelationKey]:
