@@ -271,6 +271,10 @@ class RestoredRelations(Sequence[RelationKey]):
         # (the columns are one length: checked when made, never changed)
         return zip(self._starts, self._ends, self._types, strict=True)
 
+    def types(self) -> list[str]:
+        """Each relation's type, by place."""
+        return self._types
+
     def at(self, places: array[int]) -> Iterator[RelationKey]:
         """The keys of the relations at these places (without a call of `self[place]` each)."""
         starts, ends, types = self._starts, self._ends, self._types
@@ -321,6 +325,16 @@ class RelationTable(Mapping[RelationKey, int]):
 
     def __len__(self) -> int:
         return len(self._restored) - len(self._gone) + len(self._added)
+
+    def types(self) -> Iterator[str]:
+        """Each relation's type, in creation order (without making its key: graph_summary counts them)."""
+        restored: Iterator[str] = iter(())
+        if isinstance(self._restored, RestoredRelations):
+            restored = iter(self._restored.types())
+            if self._gone:
+                gone = self._gone
+                restored = (kind for place, kind in enumerate(restored) if place not in gone)
+        return chain(restored, map(itemgetter(2), self._added))
 
     def add(self, key: RelationKey, ordinal: int) -> None:
         """A relation not held yet, with an ordinal past every one held."""
@@ -1213,7 +1227,7 @@ class GraphService:
         with self.store.reading():
             state = self.state
             types = Counter(map(state.entities.entity_type, state.entities))
-            relation_types = Counter(k[2] for k in state.relations)
+            relation_types = Counter(state.relations.types())
             degree = {n: state.by_node.degree(n) for n in state.by_node if n in state.entities}
             busiest = heapq.nsmallest(top, degree, key=lambda n: (-degree[n], state.ordinal(n)))
             return GraphSummary(

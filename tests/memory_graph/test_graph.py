@@ -420,6 +420,7 @@ def test_a_relation_table_answers_as_a_dict_of_creation_ordinals(
         assert (key in table) == (key in model) and table.get(key) == model.get(key)
     assert ("a", "b") not in table and "a" not in table and ("a", None, "knows") not in table
     assert dict(table.items()) == model and sorted(table, key=table.__getitem__) == list(model)
+    assert list(table.types()) == [key[2] for key in model]
     for copied, then in copies:
         assert dict(copied.items()) == then and list(copied) == list(then)
     keys = list(table)
