@@ -20,7 +20,7 @@ from functools import partial
 from itertools import chain, islice
 from operator import add, itemgetter
 from sys import intern
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from memory_graph import search as search_module
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError, StorageError
@@ -234,6 +234,7 @@ class EntityTable(Mapping[str, dict[str, Any]]):
 
 
 Touching = tuple[RelationKey, ...] | set[RelationKey]
+T = TypeVar("T")
 
 
 class RestoredRelations(Sequence[RelationKey]):
@@ -282,6 +283,10 @@ class RestoredRelations(Sequence[RelationKey]):
         return zip(*found, strict=True)
 
 
+# A graph not restored (shared: it never changes).
+NO_RESTORED_RELATIONS = RestoredRelations([], array("i"), array("i"), [])
+
+
 class RelationTable(Mapping[RelationKey, int]):
     """Relation key -> its creation ordinal, iterated in creation order. Restored from the start snapshot, the
     relations are `RestoredRelations` found by a `PlaceMap` (kept in the snapshot as it is), each one's ordinal its
@@ -292,7 +297,7 @@ class RelationTable(Mapping[RelationKey, int]):
     __slots__ = ("_added", "_gone", "_places", "_restored")
 
     def __init__(self, restored: RestoredRelations | None = None, places: PlaceMap | None = None) -> None:
-        self._restored: Sequence[RelationKey] = restored if restored is not None else ()
+        self._restored = restored if restored is not None else NO_RESTORED_RELATIONS
         self._places = places
         self._gone: set[int] = set()  # places of restored relations gone since
         self._added: dict[RelationKey, int] = {}
@@ -316,25 +321,20 @@ class RelationTable(Mapping[RelationKey, int]):
             return False  # (as a dict of string triples answers; the table's hash joins strings only)
         return key in self._added or self._restored_place(key) is not None
 
+    def _live(self, column: Iterable[T]) -> Iterator[T]:
+        """A column of the restored relations (in place order) without the places gone since."""
+        gone = self._gone
+        return iter(column) if not gone else (item for place, item in enumerate(column) if place not in gone)
+
     def __iter__(self) -> Iterator[RelationKey]:
-        restored: Iterator[RelationKey] = iter(self._restored)
-        if self._gone:
-            gone = self._gone
-            restored = (key for place, key in enumerate(restored) if place not in gone)
-        return chain(restored, self._added)
+        return chain(self._live(self._restored), self._added)
 
     def __len__(self) -> int:
         return len(self._restored) - len(self._gone) + len(self._added)
 
     def types(self) -> Iterator[str]:
         """Each relation's type, in creation order (without making its key: graph_summary counts them)."""
-        restored: Iterator[str] = iter(())
-        if isinstance(self._restored, RestoredRelations):
-            restored = iter(self._restored.types())
-            if self._gone:
-                gone = self._gone
-                restored = (kind for place, kind in enumerate(restored) if place not in gone)
-        return chain(restored, map(itemgetter(2), self._added))
+        return chain(self._live(self._restored.types()), map(itemgetter(2), self._added))
 
     def add(self, key: RelationKey, ordinal: int) -> None:
         """A relation not held yet, with an ordinal past every one held."""
@@ -379,7 +379,7 @@ class RelationsByName(Mapping[str, Touching]):
         # The names `changed` holds a set for: what `copy` copies.
         self._hubs: set[str] = set()
         self._entities = entities
-        self._keys = RestoredRelations([], array("i"), array("i"), [])
+        self._keys = NO_RESTORED_RELATIONS
         self._other: dict[str, int] = {}
         self._limit = 0
         self._starts = self._degrees = self._touching = array("i")
@@ -754,7 +754,8 @@ class GraphState:
         touching = sum(map(self.by_node.degree, sample)) * len(chosen) / max(len(sample), 1)
         if 2 * touching > len(self.relations):
             return sum(1 for start, end, _ in self.relations if start in chosen or end in chosen)
-        return len(self.touching_with_ordinals(chosen))
+        places, keys = self.by_node.touching(chosen)
+        return len({*self.by_node.keys_at(places), *keys})  # (no ordinals: a count needs no order)
 
     def touching_with_ordinals(self, names: Iterable[str]) -> dict[RelationKey, int]:
         """The relations touching the names, each with its creation ordinal. A restored relation's ordinal is its
