@@ -31,7 +31,7 @@ from memory_graph.storage.codec import (
     record_key,
 )
 from memory_graph.storage.layout import FileStat, ShardNames, bookkeeping_file, file_stat
-from memory_graph.storage.stamp import Manifest, StampFile
+from memory_graph.storage.stamp import Manifest, StampFile, same_generation, stat_generation
 
 ShardLines = dict[Key, str]
 T = TypeVar("T")
@@ -191,6 +191,14 @@ class Deferred:
     generation: str | None
 
 
+def listed_generation(shard: Shard | Deferred, token: str) -> str:
+    """A shard's generation in the stamp a commit writes (`token`: the commit's own) when the commit leaves it as
+    it is: the one it was read with, else one made from its stat (`stamp.stat_generation`)."""
+    if shard.generation is not None:
+        return shard.generation
+    return stat_generation(shard.stat) if shard.stat is not None else token
+
+
 def _lines_of(keys: list[Key | None], texts: list[str], merged: dict[Key, str]) -> ShardLines:
     """A shard's held lines from its file's lines and their keys, as a load holds them: each key at its first line,
     a key met twice holding its merged line."""
@@ -320,8 +328,8 @@ class Collection:
         rewritten ones with the new generation. A shard the plan removes stays listed until the next commit:
         if the commit dies before removing it, it must still be read (its records are still current)."""
         file_name = self.names.file_name
-        manifest = {file_name(i): shard.generation or token for i, shard in self.shards.items()}
-        manifest.update((file_name(i), unread.generation or token) for i, unread in self.deferred.items())
+        manifest = {file_name(i): listed_generation(shard, token) for i, shard in self.shards.items()}
+        manifest.update((file_name(i), listed_generation(unread, token)) for i, unread in self.deferred.items())
         for index, lines in plan.items():
             if lines or index in self.shards:  # a shard being removed too: its token tells the commit wrote it
                 manifest[file_name(index)] = token
@@ -460,7 +468,7 @@ class Collection:
         suspects = {i for i in (*self.shards, *self.deferred) if i not in listed}
         for index, generation in listed.items():
             known = self.shards.get(index) or self.deferred.get(index)
-            if known is None or known.generation != generation:
+            if known is None or not same_generation(generation, known.generation, known.stat):
                 suspects.add(index)
         suspects.update(i for i, shard in self.shards.items() if shard.stat is None)
         if self.lazy and self.shards:
@@ -643,7 +651,7 @@ class Collection:
             if (
                 known is None
                 or known.stat != on_disk[index]
-                or (generation is not None and generation != known.generation)
+                or (generation is not None and not same_generation(generation, known.generation, known.stat))
             ):
                 changed[index] = True
         return changed

@@ -33,6 +33,7 @@ from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.search import SubstringIndex
 from memory_graph.storage import Store, as_read_back, read_snapshot, write_snapshot
+from memory_graph.storage.collection import Collection
 from tests.conftest import Engine
 from tests.memory_graph.test_stdio import INITIALIZE, INITIALIZED
 
@@ -240,6 +241,50 @@ def test_a_file_with_twice_written_records_and_blank_lines_is_restored_as_loaded
     assert again.graph.state.entities["E3"]["observations"] == ["o3", "another copy"]
     assert answers(again) == answers(services(folder, tmp_path / "fresh"))
     assert (folder / "memory.json").read_text(encoding="utf-8") == text  # a restore writes nothing
+
+
+def test_a_first_commit_beside_a_file_no_commit_wrote_leaves_that_file_unread_by_every_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory the official server wrote has no generation until a commit lists it in the stamp. Listed with the
+    commit's new token, every process that held it read it again whole at its next look: the writer itself,
+    another server beside it, and a restart from a snapshot saved before (the start after an admin `import`:
+    6.5 s at 100k entities). Only a commit that rewrites it, or a hand edit, makes it worth reading again."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    folder.mkdir()
+    records = [{"type": "entity", "name": f"E{i}", "entityType": "thing", "observations": [f"o{i}"]} for i in range(60)]
+    official = folder / "memory.json"  # over the shard limit (40 lines): a new record goes to a shard of its own
+    official.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
+    snapshot_written(folder, cache)
+    beside = services(folder, tmp_path / "beside-cache")
+    beside.store.open()
+    writer = services(folder, tmp_path / "writer-cache")
+    writer.graph.create_entities([Entity(name="Newcomer", entityType="person", observations=["arrived late"])])
+    assert official.read_text(encoding="utf-8").count("\n") == 59  # not rewritten by the commit
+    read: list[tuple[str, str]] = []
+    real_read = Collection.read
+
+    def counted_read(collection: Collection, index: int) -> Any:
+        read.append((collection.name, collection.names.file_name(index)))
+        return real_read(collection, index)
+
+    monkeypatch.setattr(Collection, "read", counted_read)
+    again = restarted(folder, cache)
+    assert isinstance(again.store, Store) and again.store.restored_from_snapshot
+    everyone = (writer, beside, again)
+    for built in everyone:
+        assert isinstance(built.store, Store)
+        built.store._hand_edit_interval = 0  # a full look at the files at every call
+        assert {e.name for e in built.graph.open_nodes(["E7", "Newcomer"]).entities} == {"E7", "Newcomer"}
+    assert ("memory", "memory.json") not in read, read
+    # A hand edit of that file is still read by every process, and a commit that rewrites it is followed.
+    official.write_text(official.read_text(encoding="utf-8").replace('"o7"', '"by hand"'), encoding="utf-8")
+    for built in everyone:
+        assert built.graph.open_nodes(["E7"]).entities[0].observations == ["by hand"]
+    beside.graph.add_observations([ObservationAddition(entityName="E8", contents=["from beside"])])
+    for built in everyone:
+        assert built.graph.open_nodes(["E8"]).entities[0].observations == ["o8", "from beside"]
+    assert content(again) == content(writer) == fresh_content(folder, tmp_path)
 
 
 def test_a_restore_finds_each_relation_and_keeps_relations_whose_ends_name_no_entity(tmp_path: Path) -> None:
