@@ -191,6 +191,11 @@ class Deferred:
     generation: str | None
 
 
+def lines_size(lines: ShardLines) -> int:
+    """About the bytes the lines take in a file (characters, not UTF-8 bytes: a bound, not an account)."""
+    return sum(map(len, lines.values())) + len(lines)
+
+
 def listed_generation(shard: Shard | Deferred, token: str) -> str:
     """A shard's generation in the stamp a commit writes (`token`: the commit's own) when the commit leaves it as
     it is: the one it was read with, else one made from its stat (`stamp.stat_generation`)."""
@@ -286,6 +291,12 @@ class CollectionCopy:
         return (*head, keys, merged)
 
 
+APPEND_SHARD_BYTES = 4 << 20
+"""Where an append-only shard (the history's) also ends, beside the line limit: a start reads and holds the newest
+whole. Each event holds its record before and after, so 1000 events of an entity of 2,000 observations (the
+user's own, which a personalization prompt adds to at every chat) made that shard 250 MB."""
+
+
 class Collection:
     def __init__(
         self, name: str, names: ShardNames, shard_lines: int, check: RecordCheck | None = None, lazy: bool = False
@@ -304,6 +315,7 @@ class Collection:
         # A lazy collection (the history: append-only, new records go after the newest shard) reads at its first
         # load only the shards written last; the older ones wait in `deferred` until `load_deferred`.
         self.lazy = lazy
+        self.shard_bytes = APPEND_SHARD_BYTES if lazy else None
         self.deferred: dict[int, Deferred] = {}
 
     def on_disk(self) -> dict[int, FileStat]:
@@ -334,6 +346,17 @@ class Collection:
             if lines or index in self.shards:  # a shard being removed too: its token tells the commit wrote it
                 manifest[file_name(index)] = token
         return manifest
+
+    def full(self, line_count: int, size: int) -> bool:
+        """Whether a shard of `line_count` lines and `size` bytes takes no more lines."""
+        return line_count >= self.shard_lines or (self.shard_bytes is not None and size >= self.shard_bytes)
+
+    def shard_size(self, index: int) -> int:
+        """The bytes of a held shard: its file's, or (its stat unknown) what its lines take."""
+        shard = self.shards[index]
+        if shard.stat is not None and shard.stat != CHANGED_SINCE:
+            return shard.stat[0]
+        return lines_size(shard.lines)
 
     def read(self, index: int) -> ParsedFile:
         """Parse one shard from disk with this collection's record rule (the one parser, for loads and checks)."""

@@ -159,6 +159,8 @@ def events_appended(events: Changes, plans: dict[str, Plan], history: Collection
     if shard.problems or shard.line_count + len(events.upserts) > history.shard_lines:
         return None
     lines = {record_key(event): dump_line(event) for event in events.upserts}
+    if history.full(shard.line_count, history.shard_size(index)):
+        return None  # the events start a new shard (`placement._place`)
     if len(lines) != len(events.upserts) or any(key in history.locations for key in lines):
         return None
     return index, lines

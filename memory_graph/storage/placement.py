@@ -11,7 +11,7 @@ from typing import Any
 
 from memory_graph.errors import CorruptFileError
 from memory_graph.storage.codec import Key, dump_line, record_key
-from memory_graph.storage.collection import Collection, Plan, ShardLines
+from memory_graph.storage.collection import Collection, Plan, ShardLines, lines_size
 
 __all__ = ["Changes", "Plan", "plan_changes"]
 
@@ -75,10 +75,11 @@ def plan_changes(collection: Collection, changes: Changes) -> Plan:
 def _place(collection: Collection, plan: Plan, new_lines: list[tuple[Key, str]]) -> None:
     pending = list(reversed(new_lines))  # popped from the end: first in, first placed
 
-    def fill(index: int, lines: ShardLines) -> None:
-        while pending and len(lines) < collection.shard_lines:
+    def fill(index: int, lines: ShardLines, size: int) -> None:
+        while pending and not collection.full(len(lines), size):
             key, line = pending.pop()
             lines[key] = line
+            size += len(line) + 1
             plan.edited(index, key)
 
     held = sorted(set(collection.shards) | set(plan))
@@ -92,13 +93,18 @@ def _place(collection: Collection, plan: Plan, new_lines: list[tuple[Key, str]])
         shard = collection.shards.get(index)
         if shard is not None and shard.problems:
             continue
-        size = len(plan[index]) if index in plan else shard.line_count if shard is not None else 0
-        if size >= collection.shard_lines:
+        if index in plan:
+            count, size = len(plan[index]), lines_size(plan[index]) if collection.shard_bytes else 0
+        elif shard is not None:
+            count, size = shard.line_count, collection.shard_size(index) if collection.shard_bytes else 0
+        else:
+            count, size = 0, 0
+        if collection.full(count, size):
             continue
-        fill(index, plan.setdefault(index, dict(shard.lines) if shard is not None else {}))
+        fill(index, plan.setdefault(index, dict(shard.lines) if shard is not None else {}), size)
     index = max([*collection.shards, *plan, *collection.deferred], default=-1) + 1 if collection.lazy else 0
     while pending:
         # A file already there that is not ours (another memory's `memory-2.json`) is never taken over.
         while index in collection.shards or index in plan or collection.names.path(index).exists():
             index += 1
-        fill(index, plan.setdefault(index, {}))
+        fill(index, plan.setdefault(index, {}), 0)

@@ -19,6 +19,7 @@ from memory_graph.config import Settings
 from memory_graph.errors import StorageError
 from memory_graph.history import ObservationUpdate
 from memory_graph.model import Entity, ObservationAddition, Relation
+from memory_graph.storage import collection as collection_module
 from tests.conftest import open_services
 from tests.memory_graph.workers import replayed, snapshot
 
@@ -348,3 +349,35 @@ def test_a_prune_is_seen_by_another_process_at_its_next_call(tmp_path: Path) -> 
     assert second.history.get_history().total == 4
     assert first.store.prune_history(datetime.now(UTC)) == 4  # removes whole shards only
     assert second.history.get_history().total == 0
+
+
+def test_the_events_of_a_large_record_end_a_history_shard_by_its_size_and_a_start_reads_only_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every event holds its record before and after: an entity with many observations (the user's own, added to
+    at every chat) fills a shard by bytes long before its line limit, and a start reads and holds the newest
+    shard whole."""
+    monkeypatch.setattr(collection_module, "APPEND_SHARD_BYTES", 20_000)
+    services = open_services(tmp_path, shard_lines=1000)
+    facts = [f"fact {i}: " + "a sentence of ordinary length" for i in range(120)]  # the record: about 5 KB
+    services.graph.create_entities([Entity(name="User", entityType="person", observations=facts)])
+    for k in range(12):
+        services.graph.add_observations([ObservationAddition(entityName="User", contents=[f"new fact {k}"])])
+
+    shards = list(tmp_path.glob("history*.json"))
+    lines = [p.read_bytes().count(b"\n") for p in shards]
+    assert len(shards) >= 5 and sum(lines) == 13, lines  # 13 events of about 10 KB: shards end at 20 KB
+    assert max(lines) >= 2  # appended to until full, not a shard per event
+    assert all(p.stat().st_size < 20_000 + 12_000 for p in shards)  # full once past the size: one event more
+    reopened = open_services(tmp_path, shard_lines=1000)
+    history = reopened.store.collections["history"]
+    assert len(history.shards) == 1 and len(history.deferred) == len(shards) - 1  # a start reads the newest
+    services.graph.add_observations([ObservationAddition(entityName="User", contents=["one more"])])
+    assert reopened.graph.open_nodes(["User"]).entities[0].observations[-1] == "one more"  # followed
+    assert reopened.history.get_history("User").total == 14
+    assert [len(e.after["observations"]) for e in reopened.history.get_history("User", limit=3).events] == [
+        133,
+        132,
+        131,
+    ]
+    assert replayed(reopened.graph) == snapshot(reopened.graph) == snapshot(open_services(tmp_path).graph)
