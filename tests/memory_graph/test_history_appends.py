@@ -19,7 +19,6 @@ from memory_graph.config import Settings
 from memory_graph.errors import StorageError
 from memory_graph.history import ObservationUpdate
 from memory_graph.model import Entity, ObservationAddition, Relation
-from memory_graph.storage import collection as collection_module
 from tests.conftest import open_services
 from tests.memory_graph.workers import replayed, snapshot
 
@@ -352,13 +351,13 @@ def test_a_prune_is_seen_by_another_process_at_its_next_call(tmp_path: Path) -> 
 
 
 def test_the_events_of_a_large_record_end_a_history_shard_by_its_size_and_a_start_reads_only_the_newest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """Every event holds its record before and after: an entity with many observations (the user's own, added to
     at every chat) fills a shard by bytes long before its line limit, and a start reads and holds the newest
     shard whole."""
-    monkeypatch.setattr(collection_module, "APPEND_SHARD_BYTES", 20_000)
     services = open_services(tmp_path, shard_lines=1000)
+    services.store.collections["history"].shard_bytes = 20_000  # (4 MB by default)
     facts = [f"fact {i}: " + "a sentence of ordinary length" for i in range(120)]  # the record: about 5 KB
     services.graph.create_entities([Entity(name="User", entityType="person", observations=facts)])
     for k in range(12):

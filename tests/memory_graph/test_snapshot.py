@@ -33,7 +33,6 @@ from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.search import SubstringIndex
 from memory_graph.storage import Store, as_read_back, read_snapshot, write_snapshot
-from memory_graph.storage.collection import Collection
 from tests.conftest import Engine
 from tests.memory_graph.test_stdio import INITIALIZE, INITIALIZED
 
@@ -261,14 +260,16 @@ def test_a_first_commit_beside_a_file_no_commit_wrote_leaves_that_file_unread_by
     writer = services(folder, tmp_path / "writer-cache")
     writer.graph.create_entities([Entity(name="Newcomer", entityType="person", observations=["arrived late"])])
     assert official.read_text(encoding="utf-8").count("\n") == 59  # not rewritten by the commit
+    assert isinstance(writer.store, Store)
+    collection_type = type(writer.store.collections["memory"])
     read: list[tuple[str, str]] = []
-    real_read = Collection.read
+    real_read = collection_type.read
 
-    def counted_read(collection: Collection, index: int) -> Any:
+    def counted_read(collection: Any, index: int) -> Any:
         read.append((collection.name, collection.names.file_name(index)))
         return real_read(collection, index)
 
-    monkeypatch.setattr(Collection, "read", counted_read)
+    monkeypatch.setattr(collection_type, "read", counted_read)
     again = restarted(folder, cache)
     assert isinstance(again.store, Store) and again.store.restored_from_snapshot
     everyone = (writer, beside, again)
