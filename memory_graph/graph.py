@@ -26,6 +26,7 @@ from memory_graph import search as search_module
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError, StorageError
 from memory_graph.history import MergedEntities, ObservationUpdate, RenamedEntity, UpdatedObservations
 from memory_graph.model import (
+    ENVELOPE_CHARS,
     AddedObservations,
     AddedObservationsResult,
     ConnectedEntity,
@@ -45,6 +46,7 @@ from memory_graph.model import (
     Truncation,
     TypeCount,
     entity_view,
+    json_size,
     relation_view,
 )
 from memory_graph.search import (
@@ -76,8 +78,6 @@ from memory_graph.storage import (
 MEMORY = "memory"
 LESSONS = "lesson"
 RelationKey = tuple[str, str, str]
-# What a cut response holds besides its entities and relations: the envelope and the `truncated` notice.
-ENVELOPE_CHARS = 800
 TRUNCATION_HINT = (
     "The result was cut to fit the response budget; the best matches come first, each with its relations. "
     "Narrow it with search_nodes (a more specific query) or open_nodes (exact names), or raise "
@@ -1152,7 +1152,7 @@ class GraphService:
         budget, shown = self.max_response_chars - ENVELOPE_CHARS, []
         for name in first[:LOADING_LEADING]:
             shown.append(name)
-            budget -= _json_size(state.entities.view(name))
+            budget -= json_size(state.entities.view(name))
             if budget < 0:
                 break
         for collection, record in reads.relations_touching(shown):
@@ -1262,7 +1262,7 @@ class GraphService:
         for name in names:
             view = state.entities.view(name)
             touching = {k: o for k, o in state.touching_with_ordinals((name,)).items() if k not in taken}
-            cost = _json_size(view) + sum(_json_size(relation_view(k)) for k in touching)
+            cost = json_size(view) + sum(json_size(relation_view(k)) for k in touching)
             if used + cost > budget:
                 break
             used += cost
@@ -1278,7 +1278,7 @@ class GraphService:
                 if key in taken:
                     keys.append(key)
                 elif not cut:
-                    used += _json_size(relation_view(key))
+                    used += json_size(relation_view(key))
                     cut = used > budget
                     if not cut:
                         keys.append(key)
@@ -1347,7 +1347,7 @@ def _fit(names: list[str], state: GraphState, budget: int) -> list[str]:
     """The leading names whose entities fit the response budget (the first always)."""
     used = 0
     for count, name in enumerate(names):
-        used += _json_size(state.entities.view(name)) + 40 * state.by_node.degree(name)
+        used += json_size(state.entities.view(name)) + 40 * state.by_node.degree(name)
         if count and used > budget:
             return names[:count]
     return names
@@ -1356,7 +1356,3 @@ def _fit(names: list[str], state: GraphState, budget: int) -> list[str]:
 def relation_model(key: RelationKey) -> Relation:
     """A Relation from a stored (trusted) key, without revalidating it."""
     return Relation.model_construct(from_=key[0], to=key[1], relationType=key[2])
-
-
-def _json_size(value: dict[str, Any]) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) + 1

@@ -13,6 +13,7 @@ records are plain dicts in the stored line format, which keeps a 100k-entity gra
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictStr, model_serializer
@@ -78,6 +79,15 @@ class AddedObservationsResult(BaseModel):
 class DeletionResult(BaseModel):
     success: bool
     message: str
+
+
+# What a cut response holds besides its items: the envelope and the `truncated` notice.
+ENVELOPE_CHARS = 800
+
+
+def json_size(value: dict[str, Any]) -> int:
+    """The characters a value takes in a response's compact JSON (what the response budget counts)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) + 1
 
 
 class Truncation(BaseModel):

@@ -631,8 +631,9 @@ def register_history_tools(server: MCPServer, graph: GraphService, history: Hist
         since: Since = None,
         limit: Annotated[int, Field(ge=1, le=MAX_HISTORY_LIMIT, description="Most changes to return")] = 50,
     ) -> Annotated[CallToolResult, History]:
-        """Changes newest first: when (`at`, UTC), which operation, which entity, and the values before and
-        after, including deleted entities and superseded observations."""
+        """Changes newest first: when (`at`, UTC), which operation, which entity, the values before and after
+        and an edit's observations added and removed, including deleted entities and superseded observations.
+        Cut to the response budget (says so in `truncated`)."""
         return structured(history.get_history(name, since, limit))
 
     @server.tool(title="Restore Entity", annotations=EDIT)

@@ -160,6 +160,43 @@ async def test_whole_history_is_newest_first_and_since_filters(client: Client) -
     assert len((await call(client, "get_history", limit=2))["events"]) == 2
 
 
+async def test_an_edit_says_which_observations_it_added_and_removed(client: Client) -> None:
+    await call(client, "add_observations", observations=[{"entityName": "Alice", "contents": ["owns a cat"]}])
+    await call(client, "delete_observations", deletions=[{"entityName": "Alice", "observations": ["likes tea"]}])
+    deleted, added, *older = (await call(client, "get_history", name="Alice"))["events"]
+    assert deleted["observationsRemoved"] == ["likes tea"] and "observationsAdded" not in deleted
+    assert added["observationsAdded"] == ["owns a cat"] and "observationsRemoved" not in added
+    [created] = [e for e in older if e["op"] == "create_entities"]
+    assert "observationsAdded" not in created and created["after"]["observations"]  # `after` says it all
+
+
+async def test_the_history_of_a_large_entity_fits_the_response_budget(tmp_path: Path) -> None:
+    """Every event holds its record before and after: five edits of an entity of 2,000 observations were 2.7 MB
+    of response. Events are cut to the budget, and an edit too large for it comes with what it changed only."""
+    async with Client(build_app(settings_for(tmp_path, MEMORY_MAX_RESPONSE_CHARS="3000")).server) as client:
+        facts = [f"fact {i:02d}: a sentence of ordinary length" for i in range(40)]  # the record: about 1.9 KB
+        await call(
+            client, "create_entities", entities=[{"name": "User", "entityType": "person", "observations": facts}]
+        )
+        for k in range(3):
+            await call(client, "add_observations", observations=[{"entityName": "User", "contents": [f"new {k}"]}])
+        result = await client.call_tool("get_history", {"name": "User"})
+        history = result.structured_content
+        assert history is not None and len(result.content[0].text) <= 3000
+        assert history["total"] == 4
+        events = history["events"]
+        assert [e["observationsAdded"] for e in events] == [["new 2"], ["new 1"], ["new 0"]]  # the create cut
+        assert all(e["recordsOmitted"] and "before" not in e and "after" not in e for e in events)
+        assert history["truncated"]["returnedEvents"] == 3 and history["truncated"]["withoutRecords"] == 3
+        assert "limit" in history["truncated"]["hint"]
+        small = (await call(client, "get_history", name="User", limit=1))["events"]
+        assert small[0]["recordsOmitted"]  # one edit of 2 x 1.9 KB is over 3,000 characters too
+    async with Client(build_app(settings_for(tmp_path)).server) as client:  # the default budget: 80,000
+        history = await call(client, "get_history", name="User")
+        assert "truncated" not in history and len(history["events"]) == 4
+        assert history["events"][0]["after"]["observations"][-1] == "new 2"
+
+
 async def test_history_survives_a_restart_and_is_shared_by_two_stores(tmp_path: Path) -> None:
     async with Client(build_app(settings_for(tmp_path)).server) as first:
         await seed(first)
