@@ -169,6 +169,9 @@ class HistoryIndex:
         self.by_entity: dict[str, list[Key]] = {}
         self.moved_into: dict[str, set[str]] = {}
         self.ordered: list[Key] = []  # every event, in id order (whole-memory history)
+        # Each name's newest event and its `at`: list_entities' lastChanged without reading an event's line (an
+        # older shard's lines are read back only when asked for, see Collection.load_deferred).
+        self.newest: dict[str, tuple[Key, str]] = {}
         self._names: dict[Key, tuple[str, ...]] = {}
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
@@ -182,8 +185,12 @@ class HistoryIndex:
                 continue
             names = ends(tuple(event["key"]))
             self._names[key] = names
+            at = event.get("at")
             for name in names:
                 bisect.insort(self.by_entity.setdefault(name, []), key)
+                newest = self.newest.get(name)
+                if isinstance(at, str) and (newest is None or newest[0] < key):
+                    self.newest[name] = (key, at)
             bisect.insort(self.ordered, key)
             if isinstance(event.get("movedTo"), str):
                 self.moved_into.setdefault(event["movedTo"], set()).add(event["key"][1])
@@ -193,6 +200,8 @@ class HistoryIndex:
         for key in gone:
             for name in self._names.pop(key, ()):
                 self.by_entity[name] = [k for k in self.by_entity.get(name, []) if k not in gone]
+                if self.newest.get(name, (None,))[0] == key:
+                    del self.newest[name]
         self.ordered = [k for k in self.ordered if k not in gone]
 
     def names_for(self, name: str) -> set[str]:
@@ -321,6 +330,9 @@ class HistoryService:
         keys = self.index.by_entity.get(name)
         if not keys:
             return None
+        newest = self.index.newest.get(name)
+        if newest is not None and newest[0] == keys[-1]:
+            return newest[1]
         at = self.store.event(keys[-1]).get("at")
         return at if isinstance(at, str) else None
 

@@ -703,7 +703,11 @@ class Collection:
                 self.deferred[index] = Deferred(stat, (generations or {}).get(self.names.file_name(index)))
 
     def load_deferred(self, indexes: list[int] | None = None) -> Reloaded:
-        """Read shards left unread (all, or these), and say what they hold (file order)."""
+        """Read shards left unread (all, or these), and say what they hold (file order).
+
+        They are held by their keys, their lines read again when an event of theirs is asked for: older shards
+        are never appended to, and a whole history's lines held after one list_entities or get_history (which
+        read every shard to index it) made a server of 80 MB hold 370."""
         chosen = sorted(self.deferred if indexes is None else (i for i in indexes if i in self.deferred))
         if not chosen:
             return Reloaded()
@@ -713,8 +717,10 @@ class Collection:
             del self.deferred[index]
             changed[index] = self._read_if_there(index)
         manifest = {name: generation for name, generation in generations.items() if generation is not None}
-        fresh, _, _ = self._install(changed, manifest)
-        keys = {key for index in chosen if index in self.shards for key in self.shards[index].lines}
+        fresh, alone, in_order = self._install(changed, manifest, by_keys=True)
+        if alone:  # (the usual case: each event in one shard) the records as parsed, no line read back
+            return Reloaded(upserted=in_order)
+        keys = {key for index in chosen if index in self.shards for key in self.shards[index].held_keys()}
         return Reloaded(upserted=self._in_file_order(changed, keys, fresh))
 
     def _install(

@@ -282,7 +282,11 @@ class Store(StoreEngine):
         history = self.collections.get(HISTORY)
         if history is not None and history.deferred:
             with self._thread_lock, self._locked(write=False):
-                self._notify(HISTORY, [], history.load_deferred().upserted)
+                # A shard at a time, each let go before the next is parsed: a whole history parsed at once (every
+                # event's records as objects) was several times its size on disk, held until the call returned.
+                for index in sorted(history.deferred):
+                    self._notify(HISTORY, [], history.load_deferred([index]).upserted)
+            return_freed_memory()
 
     def describe(self) -> dict[str, list[dict[str, Any]]]:
         """Each collection's shard files: path, lines, bytes."""

@@ -380,3 +380,27 @@ def test_the_events_of_a_large_record_end_a_history_shard_by_its_size_and_a_star
         131,
     ]
     assert replayed(reopened.graph) == snapshot(reopened.graph) == snapshot(open_services(tmp_path).graph)
+
+
+def test_older_history_shards_once_read_are_held_by_their_keys_and_read_back_when_asked_for(tmp_path: Path) -> None:
+    """list_entities and get_history read every history shard (to index it); their lines were then held for good,
+    a whole history's worth of memory after one call."""
+    services = open_services(tmp_path, shard_lines=3)
+    for name in ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace"):
+        services.graph.create_entities([person(name)])
+    services.graph.add_observations([ObservationAddition(entityName="Alice", contents=["moved to Porto"])])
+    services.graph.create_relations([Relation.model_validate({"from": "Bob", "to": "Carol", "relationType": "knows"})])
+
+    reopened = open_services(tmp_path, shard_lines=3)
+    history = reopened.store.collections["history"]
+    assert history.deferred
+    page = reopened.graph.list_entities(None, None, 100).entities
+    assert not history.deferred
+    older = [shard for index, shard in history.shards.items() if index != max(history.shards)]
+    assert len(older) == 2 and all(shard.unread_lines() is not None for shard in older)  # keys only, no line
+    newest = {e.name: services.history.get_history(e.name, limit=1).events[0].at for e in page}
+    assert {e.name: e.lastChanged for e in page} == newest  # told without reading an event back
+    assert all(shard.unread_lines() is not None for shard in older)
+    assert [e.op for e in reopened.history.get_history("Alice").events] == ["add_observations", "create_entities"]
+    assert reopened.history.get_history("Bob").total == 2  # its creation and the relation to Carol
+    assert replayed(reopened.graph) == snapshot(reopened.graph) == snapshot(services.graph)
