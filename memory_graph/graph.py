@@ -32,6 +32,7 @@ from memory_graph.model import (
     ConnectedEntity,
     CreatedEntities,
     CreatedRelations,
+    CutEntity,
     DeletionResult,
     Entity,
     EntityPage,
@@ -82,6 +83,10 @@ TRUNCATION_HINT = (
     "The result was cut to fit the response budget; the best matches come first, each with its relations. "
     "Narrow it with search_nodes (a more specific query) or open_nodes (exact names), or raise "
     "MEMORY_MAX_RESPONSE_CHARS."
+)
+CUT_ENTITY_HINT = (
+    " An entity too large for the budget comes with part of its observations (cutEntities): nothing is lost, "
+    "search_nodes with words of what you look for returns its observations holding them."
 )
 
 log = logging.getLogger(__name__)
@@ -1092,7 +1097,7 @@ class GraphService:
             state = self.state
             first, ranked = state.index.search_tiers(query, partial(neighbours, state), state.ordinal)
             found = [(name, similarity) for name, similarity in meaning if name in state.entities]
-            return self._respond(fuse(first, ranked, found), all_relations=False)
+            return self._respond(fuse(first, ranked, found), all_relations=False, query=query)
 
     def open_nodes(self, names: Sequence[str]) -> KnowledgeGraph:
         early = self._while_loading(partial(self._open_while_loading, names))
@@ -1159,7 +1164,7 @@ class GraphService:
             state.records_changed(collection, [], [record])
         if counted is None and len(shown) < len(first):
             counted = Matched(len(first), partial(reads.count_relations_touching, first))
-        return self._respond(shown, all_relations=False, state=state, matched=counted)
+        return self._respond(shown, all_relations=False, state=state, matched=counted, query=query)
 
     def _open_while_loading(self, names: Sequence[str], reads: ReadsWhileLoading) -> KnowledgeGraph:
         wanted = list(dict.fromkeys(names))
@@ -1247,6 +1252,7 @@ class GraphService:
         all_relations: bool,
         state: GraphState | None = None,
         matched: Matched | None = None,
+        query: str | None = None,
     ) -> KnowledgeGraph:
         """Entities in the given order with the relations touching them, cut to the response budget.
 
@@ -1259,16 +1265,28 @@ class GraphService:
         used = 0
         entities: list[Entity] = []
         taken: dict[RelationKey, int] = {}  # -> its creation ordinal
+        cut_entities: list[CutEntity] = []
         for name in names:
             view = state.entities.view(name)
             touching = {k: o for k, o in state.touching_with_ordinals((name,)).items() if k not in taken}
-            cost = json_size(view) + sum(json_size(relation_view(k)) for k in touching)
+            relations_cost = sum(json_size(relation_view(k)) for k in touching)
+            cost = json_size(view) + relations_cost
             if used + cost > budget:
+                # The first entity, or one too large for any response (the user's own, grown by a note at every
+                # chat), comes with the observations that fit: else every read of it answered nothing at all.
+                shown = None
+                if not entities or cost > budget:
+                    shown = _observations_within(view, budget - used - relations_cost, query)
+                if shown is not None:
+                    total = len(view["observations"])
+                    cut_entities.append(CutEntity(name=name, observations=total, returnedObservations=len(shown)))
+                    entities.append(Entity.model_construct(**{**view, "observations": shown}))
+                    taken.update(touching)
                 break
             used += cost
             entities.append(Entity.model_construct(**view))
             taken.update(touching)
-        cut = len(entities) < (len(names) if matched is None else matched.entities)
+        cut = bool(cut_entities) or len(entities) < (len(names) if matched is None else matched.entities)
         keys = sorted(taken, key=taken.__getitem__)
         if all_relations and not cut:
             # read_graph also returns relations whose ends are missing (official files can hold them), as many
@@ -1294,7 +1312,8 @@ class GraphService:
                 returnedEntities=len(entities),
                 returnedRelations=len(keys),
                 maxResponseChars=self.max_response_chars,
-                hint=TRUNCATION_HINT,
+                hint=TRUNCATION_HINT + (CUT_ENTITY_HINT if cut_entities else ""),
+                cutEntities=cut_entities or None,
             )
         return KnowledgeGraph(entities=entities, relations=[relation_model(k) for k in keys], truncated=truncated)
 
@@ -1341,6 +1360,28 @@ def _within(state: GraphState, start: str, depth: int, relation_type: str | None
                     following.append(other)
         frontier = following
     return found
+
+
+def _observations_within(view: dict[str, Any], room: int, query: str | None) -> list[str] | None:
+    """The observations of an entity too large for the response that fit in `room` characters with the rest of
+    it, in their stored order; chosen first among those holding a word of the search (`query`), then newest first.
+    None when not one fits."""
+    observations: list[str] = view["observations"]
+    room -= json_size({**view, "observations": []})
+    words = [w for w in query.casefold().split() if len(w) > 1] if query else []
+    order = sorted(
+        range(len(observations)),
+        key=lambda i: (not any(w in observations[i].casefold() for w in words), -i),
+    )
+    chosen: list[int] = []
+    for i in order:
+        cost = len(json.dumps(observations[i], ensure_ascii=False)) + 1
+        if cost <= room:
+            chosen.append(i)
+            room -= cost
+    if not chosen:
+        return None
+    return [observations[i] for i in sorted(chosen)]
 
 
 def _fit(names: list[str], state: GraphState, budget: int) -> list[str]:

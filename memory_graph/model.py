@@ -90,6 +90,17 @@ def json_size(value: dict[str, Any]) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) + 1
 
 
+class CutEntity(BaseModel):
+    """An entity too large for the response budget, returned with the observations that fit."""
+
+    name: str
+    observations: int = Field(description="Its observations in all")
+    returnedObservations: int = Field(
+        description="Those returned, in their stored order: for a search, those holding its words first; then "
+        "the newest"
+    )
+
+
 class Truncation(BaseModel):
     """Present only when a read was cut to fit the response budget."""
 
@@ -99,6 +110,9 @@ class Truncation(BaseModel):
     returnedRelations: int
     maxResponseChars: int
     hint: str
+    cutEntities: list[CutEntity] | None = Field(
+        default=None, description="Entities returned with part of their observations (too large for the budget)"
+    )
 
 
 class KnowledgeGraph(BaseModel):

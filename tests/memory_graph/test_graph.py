@@ -257,6 +257,37 @@ def test_a_cut_read_keeps_the_relations_of_what_it_returns_within_the_budget(tmp
         assert len(result.model_dump_json(by_alias=True, exclude_none=True)) <= 20_000
 
 
+def test_an_entity_too_large_for_the_budget_comes_with_the_observations_that_fit(tmp_path: Path) -> None:
+    """The user's own entity, grown by a note at every chat, passes the budget: every read of it answered nothing
+    (open_nodes, a search for it, read_graph). It now comes with the observations that fit, the newest first
+    chosen, or for a search those holding its words; the notice says how many of how many."""
+    graph = open_graph(tmp_path, shard_lines=1000, max_response_chars=3000)
+    facts = [f"fact {i:03d}: an ordinary sentence about the user" for i in range(200)]  # about 10 KB
+    facts[17] = "fact 017: the user is allergic to peanuts"
+    graph.create_entities([ent("User", "person", *facts), ent("Bob", "person", "a friend")])
+    graph.create_relations([rel("Bob", "User", "knows")])
+    for result in (graph.open_nodes(["User"]), graph.read_graph(), graph.open_nodes(["User", "Bob"])):
+        assert names(result)[0] == "User" and len(result.model_dump_json(by_alias=True, exclude_none=True)) <= 3000
+        shown = result.entities[0].observations
+        assert 10 < len(shown) < 200 and shown == facts[-len(shown) :]  # the newest, in their order
+        assert result.truncated is not None and result.truncated.cutEntities is not None
+        [cut] = result.truncated.cutEntities
+        assert (cut.name, cut.observations, cut.returnedObservations) == ("User", 200, len(shown))
+        assert triples(result) == [("Bob", "User", "knows")]  # its relations come with it
+    searched = graph.search_nodes("allergic peanuts")
+    assert (
+        names(searched)[0] == "User"
+        and "fact 017: the user is allergic to peanuts" in searched.entities[0].observations
+    )
+    assert searched.entities[0].observations == [f for f in facts if f in searched.entities[0].observations]
+    assert graph.open_nodes(["Bob"]).truncated is None  # what fits is untouched
+    # An ordinary entity at the edge of a cut read is left out whole, as before.
+    graph.create_entities([ent(f"Person {i:03d}", "person", "x" * 50) for i in range(100)])
+    later = graph.open_nodes(["Bob", *(f"Person {i:03d}" for i in range(100))])
+    assert later.truncated is not None and later.truncated.cutEntities is None
+    assert all(len(e.observations) == 1 for e in later.entities)
+
+
 def test_persistence_across_instances(graph: GraphService, tmp_path: Path) -> None:
     graph.create_entities([ent("Alice", "person", "persistent data"), ent("Bob")])
     graph.create_relations([rel("Alice", "Bob", "knows")])
