@@ -1274,14 +1274,21 @@ class GraphService:
             if used + cost > budget:
                 # The first entity, or one too large for any response (the user's own, grown by a note at every
                 # chat), comes with the observations that fit: else every read of it answered nothing at all.
-                shown = None
-                if not entities or cost > budget:
-                    shown = _observations_within(view, budget - used - relations_cost, query)
-                if shown is not None:
-                    total = len(view["observations"])
-                    cut_entities.append(CutEntity(name=name, observations=total, returnedObservations=len(shown)))
+                # Likewise one with more relations than fit (a hub: the user who knows two thousand people).
+                picked = _cut_to_fit(view, touching, budget - used, query) if not entities or cost > budget else None
+                if picked is not None:
+                    shown, kept = picked
+                    cut_entities.append(
+                        CutEntity(
+                            name=name,
+                            observations=len(view["observations"]),
+                            returnedObservations=len(shown),
+                            relations=len(touching),
+                            returnedRelations=len(kept),
+                        )
+                    )
                     entities.append(Entity.model_construct(**{**view, "observations": shown}))
-                    taken.update(touching)
+                    taken.update((key, touching[key]) for key in kept)
                 break
             used += cost
             entities.append(Entity.model_construct(**view))
@@ -1362,26 +1369,44 @@ def _within(state: GraphState, start: str, depth: int, relation_type: str | None
     return found
 
 
-def _observations_within(view: dict[str, Any], room: int, query: str | None) -> list[str] | None:
-    """The observations of an entity too large for the response that fit in `room` characters with the rest of
-    it, in their stored order; chosen first among those holding a word of the search (`query`), then newest first.
-    None when not one fits."""
+def _cut_to_fit(
+    view: dict[str, Any], touching: Mapping[RelationKey, int], room: int, query: str | None
+) -> tuple[list[str], list[RelationKey]] | None:
+    """What of an entity too large for the response fits in `room` characters: its observations and its relations
+    (new to the response), each given the room the other leaves, or half when both want more. Observations keep
+    their stored order and relations their creation order; chosen first among observations holding a word of the
+    search (`query`), then newest first. None when not even its name and type fit."""
     observations: list[str] = view["observations"]
     room -= json_size({**view, "observations": []})
-    words = [w for w in query.casefold().split() if len(w) > 1] if query else []
-    order = sorted(
-        range(len(observations)),
-        key=lambda i: (not any(w in observations[i].casefold() for w in words), -i),
-    )
-    chosen: list[int] = []
-    for i in order:
-        cost = len(json.dumps(observations[i], ensure_ascii=False)) + 1
-        if cost <= room:
-            chosen.append(i)
-            room -= cost
-    if not chosen:
+    if room < 0:
         return None
-    return [observations[i] for i in sorted(chosen)]
+    words = [w for w in query.casefold().split() if len(w) > 1] if query else []
+    observation_order = sorted(
+        range(len(observations)), key=lambda i: (not any(w in observations[i].casefold() for w in words), -i)
+    )
+    observation_costs = {i: len(json.dumps(observations[i], ensure_ascii=False)) + 1 for i in observation_order}
+    relation_order = sorted(touching, key=touching.__getitem__, reverse=True)
+    relation_costs = {key: json_size(relation_view(key)) for key in relation_order}
+    wanted_by_observations, wanted_by_relations = sum(observation_costs.values()), sum(relation_costs.values())
+    if wanted_by_relations <= room // 2:
+        observation_room = room - wanted_by_relations
+    elif wanted_by_observations <= room // 2:
+        observation_room = wanted_by_observations
+    else:
+        observation_room = room // 2
+    shown = _taken_within(observation_order, observation_costs, observation_room)
+    kept = _taken_within(relation_order, relation_costs, room - sum(observation_costs[i] for i in shown))
+    return [observations[i] for i in sorted(shown)], sorted(kept, key=touching.__getitem__)
+
+
+def _taken_within(order: list[T], costs: Mapping[T, int], room: int) -> list[T]:
+    """The items, taken in `order`, that fit in `room` (an item too large is passed over for smaller ones)."""
+    chosen: list[T] = []
+    for item in order:
+        if costs[item] <= room:
+            chosen.append(item)
+            room -= costs[item]
+    return chosen
 
 
 def _fit(names: list[str], state: GraphState, budget: int) -> list[str]:

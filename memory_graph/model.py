@@ -99,6 +99,8 @@ class CutEntity(BaseModel):
         description="Those returned, in their stored order: for a search, those holding its words first; then "
         "the newest"
     )
+    relations: int = Field(description="Its relations not returned with an entity before it")
+    returnedRelations: int = Field(description="Those returned, the newest")
 
 
 class Truncation(BaseModel):

@@ -273,6 +273,7 @@ def test_an_entity_too_large_for_the_budget_comes_with_the_observations_that_fit
         assert result.truncated is not None and result.truncated.cutEntities is not None
         [cut] = result.truncated.cutEntities
         assert (cut.name, cut.observations, cut.returnedObservations) == ("User", 200, len(shown))
+        assert (cut.relations, cut.returnedRelations) == (1, 1)  # Bob knows User
         assert triples(result) == [("Bob", "User", "knows")]  # its relations come with it
     searched = graph.search_nodes("allergic peanuts")
     assert (
@@ -286,6 +287,27 @@ def test_an_entity_too_large_for_the_budget_comes_with_the_observations_that_fit
     later = graph.open_nodes(["Bob", *(f"Person {i:03d}" for i in range(100))])
     assert later.truncated is not None and later.truncated.cutEntities is None
     assert all(len(e.observations) == 1 for e in later.entities)
+
+
+def test_an_entity_with_more_relations_than_fit_comes_with_the_newest_that_fit(tmp_path: Path) -> None:
+    """A hub (the user who knows two hundred people) answered nothing either, its relations alone over the budget."""
+    graph = open_graph(tmp_path, shard_lines=1000, max_response_chars=3000)
+    graph.create_entities([ent("User", "person", "likes tea"), *(ent(f"Friend {i:03d}") for i in range(200))])
+    graph.create_relations([rel("User", f"Friend {i:03d}", "knows") for i in range(200)])
+    for result in (graph.open_nodes(["User"]), graph.search_nodes("User")):
+        assert names(result)[0] == "User" and result.entities[0].observations == ["likes tea"]
+        assert len(result.model_dump_json(by_alias=True, exclude_none=True)) <= 3000
+        kept = triples(result)
+        assert 10 < len(kept) < 200
+        assert kept == [("User", f"Friend {i:03d}", "knows") for i in range(200 - len(kept), 200)]  # the newest
+        assert result.truncated is not None and result.truncated.cutEntities is not None
+        [cut] = result.truncated.cutEntities
+        assert (cut.observations, cut.returnedObservations, cut.relations, cut.returnedRelations) == (
+            1,
+            1,
+            200,
+            len(kept),
+        )
 
 
 def test_persistence_across_instances(graph: GraphService, tmp_path: Path) -> None:
