@@ -1275,7 +1275,8 @@ class GraphService:
                 # The first entity, or one too large for any response (the user's own, grown by a note at every
                 # chat), comes with the observations that fit: else every read of it answered nothing at all.
                 # Likewise one with more relations than fit (a hub: the user who knows two thousand people).
-                picked = _cut_to_fit(view, touching, budget - used, query) if not entities or cost > budget else None
+                room = budget - used - _cut_notice_size(name)
+                picked = _cut_to_fit(view, touching, room, query) if not entities or cost > budget else None
                 if picked is not None:
                     shown, kept = picked
                     cut_entities.append(
@@ -1397,6 +1398,14 @@ def _cut_to_fit(
     shown = _taken_within(observation_order, observation_costs, observation_room)
     kept = _taken_within(relation_order, relation_costs, room - sum(observation_costs[i] for i in shown))
     return [observations[i] for i in sorted(shown)], sorted(kept, key=touching.__getitem__)
+
+
+def _cut_notice_size(name: str) -> int:
+    """What a cut entity adds to the `truncated` notice beyond the envelope's room: its entry (its name again)
+    and the hint's second sentence."""
+    most = 10**12  # any count's digits
+    entry = CutEntity(name=name, observations=most, returnedObservations=most, relations=most, returnedRelations=most)
+    return json_size(entry.model_dump()) + len(CUT_ENTITY_HINT)
 
 
 def _taken_within(order: list[T], costs: Mapping[T, int], room: int) -> list[T]:

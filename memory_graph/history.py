@@ -79,15 +79,15 @@ class HistoryEvent(BaseModel):
     )
     recordsOmitted: bool | None = Field(
         default=None,
-        description="true: `before` and `after` were left out to fit the response budget; the observations added "
-        "and removed say what the edit changed",
+        description="true: `before` and `after` were left out to fit the response budget; an edit's observations "
+        "added and removed, when they fit, say what it changed (open_nodes shows the entity as it is now)",
     )
 
 
 HISTORY_TRUNCATION_HINT = (
-    "The events were cut to fit the response budget, newest first; an edit of a large record may come without its "
-    "records (recordsOmitted). Ask for fewer (limit), one entity (name), later ones (since), use open_nodes for an "
-    "entity as it is now, or raise MEMORY_MAX_RESPONSE_CHARS."
+    "The events were cut to fit the response budget, newest first; a change of a large record may come without "
+    "its records (recordsOmitted). Ask for fewer (limit), one entity (name), later ones (since), use open_nodes for "
+    "an entity as it is now, or raise MEMORY_MAX_RESPONSE_CHARS."
 )
 
 
@@ -182,6 +182,11 @@ class HistoryIndex:
         for event in upserted:
             key: Key = ("event", event["id"])
             if key in self._names:
+                # An event read again (its shard changed on disk: a hand edit): its names' newest time follows.
+                at = event.get("at")
+                for name in self._names[key]:
+                    if self.newest.get(name, (None,))[0] == key and isinstance(at, str):
+                        self.newest[name] = (key, at)
                 continue
             names = ends(tuple(event["key"]))
             self._names[key] = names
@@ -255,21 +260,24 @@ class HistoryService:
         return History(events=events, total=len(chosen), truncated=truncated)
 
     def _fit(self, views: list[HistoryEvent]) -> tuple[list[HistoryEvent], HistoryTruncation | None]:
-        """The events, newest first, within the response budget: each whole while it fits, else an edit without
-        its records (what changed is in its observations added and removed), else the cut. Every event holds its
-        record before and after: five edits of an entity of 2,000 observations were 2.7 MB."""
+        """The events, newest first, within the response budget: each whole while it fits, else without its records
+        (an edit keeps its observations added and removed while they fit; a create or a delete is told by its op),
+        else the cut. Every event holds its record before and after: five edits of an entity of 2,000
+        observations were 2.7 MB, and a large entity's creation alone could hide every event older than it."""
         budget = self.graph.max_response_chars - ENVELOPE_CHARS
         fitted: list[HistoryEvent] = []
         omitted = 0
         for view in views:
             cost = json_size(view.model_dump(mode="json", exclude_none=True))
-            if cost > budget and view.before is not None and view.after is not None:
-                lean = view.model_copy(update={"before": None, "after": None, "recordsOmitted": True})
-                cost = json_size(lean.model_dump(mode="json", exclude_none=True))
-                view, omitted = lean, omitted + 1
+            if cost > budget and (view.before is not None or view.after is not None):
+                view = view.model_copy(update={"before": None, "after": None, "recordsOmitted": True})
+                cost = json_size(view.model_dump(mode="json", exclude_none=True))
+                if cost > budget:
+                    view = view.model_copy(update={"observationsAdded": None, "observationsRemoved": None})
+                    cost = json_size(view.model_dump(mode="json", exclude_none=True))
             if cost > budget:
-                omitted -= bool(view.recordsOmitted)
                 break
+            omitted += bool(view.recordsOmitted)
             budget -= cost
             fitted.append(view)
         if len(fitted) == len(views) and not omitted:

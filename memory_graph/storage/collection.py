@@ -134,6 +134,14 @@ class UnreadLines:
         path = self.collection.names.path(self.index)
         read = self.collection._read_lines(self.index)
         texts = read[0] if read is not None and read[1] == self.stat else None
+        if (texts is None or len(texts) != len(self.keys)) and self.collection.lazy and not self.merged:
+            # An older history shard (only ever read: appends go to the newest) whose file was touched or edited
+            # by hand: its lines are taken by their keys from the file as it is now, when it still holds exactly
+            # those keys. Its stat stays the old one, so the next look for hand edits reads it in and tells the
+            # history's index. (Else a retry would fail the same way until that look, a second later.)
+            lines = self.collection.lines_by_key(self.index)
+            if lines is not None and lines.keys() == {key for key in self.keys if key is not None}:
+                return lines
         if texts is None or len(texts) != len(self.keys):
             # Trigger: the file changed after the last look at it (a hand edit in the last instant). Why: its
             # lines can no longer be told from it. Outcome: this call fails, changing nothing; the next one reads
@@ -346,6 +354,15 @@ class Collection:
             if lines or index in self.shards:  # a shard being removed too: its token tells the commit wrote it
                 manifest[file_name(index)] = token
         return manifest
+
+    def lines_by_key(self, index: int) -> ShardLines | None:
+        """A shard's lines as its file holds them now, by key; None when it is gone or holds an unreadable line or
+        a key twice."""
+        parsed = self._read_if_there(index)
+        if parsed is None or parsed.problems:
+            return None
+        lines = {key: line for key, _, line in parsed.records}
+        return lines if len(lines) == len(parsed.records) else None
 
     def full(self, line_count: int, size: int) -> bool:
         """Whether a shard of `line_count` lines and `size` bytes takes no more lines."""

@@ -275,6 +275,9 @@ def test_an_entity_too_large_for_the_budget_comes_with_the_observations_that_fit
         assert (cut.name, cut.observations, cut.returnedObservations) == ("User", 200, len(shown))
         assert (cut.relations, cut.returnedRelations) == (1, 1)  # Bob knows User
         assert triples(result) == [("Bob", "User", "knows")]  # its relations come with it
+    long_name = "U" * 400  # named again in the notice: the cut leaves room for it
+    graph.create_entities([ent(long_name, "person", *facts)])
+    assert len(graph.open_nodes([long_name]).model_dump_json(by_alias=True, exclude_none=True)) <= 3000
     searched = graph.search_nodes("allergic peanuts")
     assert (
         names(searched)[0] == "User"

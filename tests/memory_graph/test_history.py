@@ -185,12 +185,25 @@ async def test_the_history_of_a_large_entity_fits_the_response_budget(tmp_path: 
         assert history is not None and len(result.content[0].text) <= 3000
         assert history["total"] == 4
         events = history["events"]
-        assert [e["observationsAdded"] for e in events] == [["new 2"], ["new 1"], ["new 0"]]  # the create cut
+        assert [e.get("observationsAdded") for e in events] == [["new 2"], ["new 1"], ["new 0"], None]
+        assert events[3]["op"] == "create_entities"  # told by its op
         assert all(e["recordsOmitted"] and "before" not in e and "after" not in e for e in events)
-        assert history["truncated"]["returnedEvents"] == 3 and history["truncated"]["withoutRecords"] == 3
+        assert history["truncated"]["returnedEvents"] == 4 and history["truncated"]["withoutRecords"] == 4
         assert "limit" in history["truncated"]["hint"]
         small = (await call(client, "get_history", name="User", limit=1))["events"]
         assert small[0]["recordsOmitted"]  # one edit of 2 x 1.9 KB is over 3,000 characters too
+        # A creation or a deletion too large for the budget comes without its records too, not as the cut of
+        # every event older than it.
+        big = [f"note {i:03d}: a sentence of ordinary length" for i in range(100)]  # about 4.6 KB
+        await call(client, "create_entities", entities=[{"name": "Big", "entityType": "thing", "observations": big}])
+        await call(client, "delete_entities", entityNames=["Big"])
+        result = await client.call_tool("get_history", {"name": "Big"})
+        history = result.structured_content
+        assert history is not None and len(result.content[0].text) <= 3000
+        assert [(e["op"], e["recordsOmitted"]) for e in history["events"]] == [
+            ("delete_entities", True),
+            ("create_entities", True),
+        ]
     async with Client(build_app(settings_for(tmp_path)).server) as client:  # the default budget: 80,000
         history = await call(client, "get_history", name="User")
         assert "truncated" not in history and len(history["events"]) == 4

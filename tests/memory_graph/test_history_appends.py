@@ -5,6 +5,7 @@ engine keeps events in rows)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import random
 from collections.abc import Callable
@@ -404,3 +405,31 @@ def test_older_history_shards_once_read_are_held_by_their_keys_and_read_back_whe
     assert [e.op for e in reopened.history.get_history("Alice").events] == ["add_observations", "create_entities"]
     assert reopened.history.get_history("Bob").total == 2  # its creation and the relation to Carol
     assert replayed(reopened.graph) == snapshot(reopened.graph) == snapshot(services.graph)
+
+
+def test_an_older_history_shard_touched_on_disk_is_still_read_at_once(tmp_path: Path) -> None:
+    """Held by its keys, an older shard whose file a backup or sync tool only touched (or a person edited) made
+    every read of its events fail until the next look for hand edits; its lines are now taken by their keys."""
+    services = open_services(tmp_path, shard_lines=3)
+    for name in ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace"):
+        services.graph.create_entities([person(name)])
+    reopened = open_services(tmp_path, shard_lines=3)
+    reopened.graph.list_entities(None, None, 100)  # every older shard read, held by its keys
+    reopened.store._hand_edit_interval = 1e9  # that look not due
+    history = reopened.store.collections["history"]
+    older = history.names.path(min(history.shards))
+    stat = older.stat()
+    os.utime(older, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert [e.op for e in reopened.history.get_history("Alice").events] == ["create_entities"]
+
+
+def test_last_changed_follows_an_event_edited_on_disk(tmp_path: Path) -> None:
+    services = open_services(tmp_path, shard_lines=1000)
+    services.store._hand_edit_interval = 0
+    services.graph.create_entities([person("Alice")])
+    history = tmp_path / "history.json"
+    event = json.loads(history.read_text(encoding="utf-8"))
+    event["at"] = "2001-01-01T00:00:00Z"
+    history.write_text(json.dumps(event) + "\n", encoding="utf-8")
+    assert services.history.get_history("Alice").events[0].at == "2001-01-01T00:00:00Z"
+    assert services.graph.list_entities(None, None, 10).entities[0].lastChanged == "2001-01-01T00:00:00Z"
