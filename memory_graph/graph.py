@@ -1211,11 +1211,14 @@ class GraphService:
                 raise self._missing_entity(name)
             found = _within(state, name, depth, relation_type)
             ranked = sorted(found, key=lambda n: (found[n], -state.by_node.degree(n), state.ordinal(n)))
-            kept = _fit([name, *ranked[:limit]], state, self.max_response_chars - ENVELOPE_CHARS)
+            kept = _neighbours_within(
+                name, ranked[:limit], found, state, relation_type, self.max_response_chars - ENVELOPE_CHARS
+            )
+            among = set(kept)
             keys = [
                 k
                 for k in state.relations_touching(kept)
-                if k[0] in kept and k[1] in kept and (relation_type is None or k[2] == relation_type)
+                if k[0] in among and k[1] in among and (relation_type is None or k[2] == relation_type)
             ]
             neighbors = [
                 Neighbor(**state.entities.view(n), depth=found[n], degree=state.by_node.degree(n)) for n in kept[1:]
@@ -1418,14 +1421,31 @@ def _taken_within(order: list[T], costs: Mapping[T, int], room: int) -> list[T]:
     return chosen
 
 
-def _fit(names: list[str], state: GraphState, budget: int) -> list[str]:
-    """The leading names whose entities fit the response budget (the first always)."""
-    used = 0
-    for count, name in enumerate(names):
-        used += json_size(state.entities.view(name)) + 40 * state.by_node.degree(name)
-        if count and used > budget:
-            return names[:count]
-    return names
+def _neighbours_within(
+    name: str,
+    ranked: list[str],
+    depth_of: Mapping[str, int],
+    state: GraphState,
+    relation_type: str | None,
+    budget: int,
+) -> list[str]:
+    """`name` and the leading neighbours that fit the response budget with the relations among them all. Each
+    neighbour is charged its relations to those taken before it (the relations a neighbourhood returns), not all
+    of them: charging a hub's whole degree left a user who knows 2,000 people with no neighbour at all."""
+    kept, among, used = [name], {name}, 0
+    for neighbour in ranked:
+        view = state.entities.view(neighbour)
+        cost = json_size({**view, "depth": depth_of[neighbour], "degree": state.by_node.degree(neighbour)})
+        for key in state.relations_touching([neighbour]):
+            other = key[1] if key[0] == neighbour else key[0]
+            if (other in among or other == neighbour) and (relation_type is None or key[2] == relation_type):
+                cost += json_size(relation_view(key))
+        if used + cost > budget:
+            break
+        used += cost
+        kept.append(neighbour)
+        among.add(neighbour)
+    return kept
 
 
 def relation_model(key: RelationKey) -> Relation:

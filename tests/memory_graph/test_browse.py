@@ -125,6 +125,23 @@ async def test_get_neighbors_follows_one_relation_type_and_limits(client: Client
     assert [e["name"] for e in cut["entities"]] == ["Acme"] and cut["truncated"] is True and cut["totalEntities"] == 5
 
 
+async def test_get_neighbors_of_a_hub_returns_as_many_as_fit(tmp_path: Path) -> None:
+    """Each neighbour was charged all its relations, returned or not: a user who knows 2,000 people (more
+    relations than the budget holds) had no neighbour at all."""
+    async with Client(build_app(settings_for(tmp_path, MEMORY_SHARD_LINES="1000")).server) as client:
+        people = [{"name": f"Friend {i:04d}", "entityType": "person", "observations": []} for i in range(2000)]
+        await ok(client, "create_entities", entities=[{"name": "User", "entityType": "person", "observations": []}])
+        await ok(client, "create_entities", entities=people)
+        knows = [{"from": "User", "to": f"Friend {i:04d}", "relationType": "knows"} for i in range(2000)]
+        await ok(client, "create_relations", relations=knows)
+        near = await ok(client, "get_neighbors", name="User", limit=50)
+        assert len(near["entities"]) == 50 and near["truncated"] is True and near["totalEntities"] == 2000
+        assert {(r["from"], r["to"]) for r in near["relations"]} == {("User", e["name"]) for e in near["entities"]}
+        many = await client.call_tool("get_neighbors", {"name": "User", "limit": 500})
+        entities = (many.structured_content or {})["entities"]
+        assert 100 < len(entities) <= 500 and len(many.content[0].text) <= 80_000
+
+
 async def test_get_neighbors_refuses_unknown_names_and_depths(client: Client) -> None:
     message = await refused(client, "get_neighbors", name="ana")
     assert "not found" in message and '"Ana"' in message
