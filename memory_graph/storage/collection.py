@@ -209,7 +209,7 @@ def listed_generation(shard: Shard | Deferred, token: str) -> str:
     it is: the one it was read with, else one made from its stat (`stamp.stat_generation`)."""
     if shard.generation is not None:
         return shard.generation
-    return stat_generation(shard.stat) if shard.stat is not None else token
+    return stat_generation(shard.stat) if shard.stat is not None and shard.stat != CHANGED_SINCE else token
 
 
 def _lines_of(keys: list[Key | None], texts: list[str], merged: dict[Key, str]) -> ShardLines:
