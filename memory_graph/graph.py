@@ -1269,31 +1269,40 @@ class GraphService:
         entities: list[Entity] = []
         taken: dict[RelationKey, int] = {}  # -> its creation ordinal
         cut_entities: list[CutEntity] = []
-        for name in names:
+        for place, name in enumerate(names):
             view = state.entities.view(name)
             touching = {k: o for k, o in state.touching_with_ordinals((name,)).items() if k not in taken}
             relations_cost = sum(json_size(relation_view(k)) for k in touching)
             cost = json_size(view) + relations_cost
             if used + cost > budget:
+                if entities and cost <= budget:
+                    break  # an ordinary entity at the edge of the budget: the cut, as before
                 # The first entity, or one too large for any response (the user's own, grown by a note at every
-                # chat), comes with the observations that fit: else every read of it answered nothing at all.
-                # Likewise one with more relations than fit (a hub: the user who knows two thousand people).
-                room = budget - used - _cut_notice_size(name)
-                picked = _cut_to_fit(view, touching, room, query) if not entities or cost > budget else None
-                if picked is not None:
-                    shown, kept = picked
-                    cut_entities.append(
-                        CutEntity(
-                            name=name,
-                            observations=len(view["observations"]),
-                            returnedObservations=len(shown),
-                            relations=len(touching),
-                            returnedRelations=len(kept),
-                        )
+                # chat; a hub, the user who knows two thousand people), comes with what fits: else every read of
+                # it answered nothing at all. With half the room left when more follow, so that a read of the
+                # whole graph still shows the rest.
+                notice = _cut_notice_size(name)
+                room = budget - used - notice
+                if place + 1 < len(names):
+                    room = min(room, (budget - used) // 2 - notice)
+                picked = _cut_to_fit(view, touching, room, query)
+                if picked is None:
+                    break
+                shown, kept = picked
+                cut_entities.append(
+                    CutEntity(
+                        name=name,
+                        observations=len(view["observations"]),
+                        returnedObservations=len(shown),
+                        relations=len(touching),
+                        returnedRelations=len(kept),
                     )
-                    entities.append(Entity.model_construct(**{**view, "observations": shown}))
-                    taken.update((key, touching[key]) for key in kept)
-                break
+                )
+                entities.append(Entity.model_construct(**{**view, "observations": shown}))
+                taken.update((key, touching[key]) for key in kept)
+                used += json_size({**view, "observations": shown}) + notice
+                used += sum(json_size(relation_view(key)) for key in kept)
+                continue
             used += cost
             entities.append(Entity.model_construct(**view))
             taken.update(touching)

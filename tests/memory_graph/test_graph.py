@@ -275,6 +275,10 @@ def test_an_entity_too_large_for_the_budget_comes_with_the_observations_that_fit
         assert (cut.name, cut.observations, cut.returnedObservations) == ("User", 200, len(shown))
         assert (cut.relations, cut.returnedRelations) == (1, 1)  # Bob knows User
         assert triples(result) == [("Bob", "User", "knows")]  # its relations come with it
+    # With more entities to come, it takes half the room: a read of the whole graph still shows the rest.
+    whole = graph.read_graph()
+    assert names(whole) == ["User", "Bob"] and whole.entities[1].observations == ["a friend"]
+    assert len(whole.entities[0].observations) < len(graph.open_nodes(["User"]).entities[0].observations)
     long_name = "U" * 400  # named again in the notice: the cut leaves room for it
     graph.create_entities([ent(long_name, "person", *facts)])
     assert len(graph.open_nodes([long_name]).model_dump_json(by_alias=True, exclude_none=True)) <= 3000
