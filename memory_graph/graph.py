@@ -1152,14 +1152,20 @@ class GraphService:
         first, _ = state.index.search_tiers(query, lambda name: [], state.ordinal)
         if not first:
             return None  # what ranks without holding the query is found among all the words: the load's work
-        # Relations only for the entities an answer can hold (those whose records alone fit the response budget,
-        # and the first that does not, which cuts it); the database counts those of the rest.
-        budget, shown = self.max_response_chars - ENVELOPE_CHARS, []
+        # Relations only for the entities an answer can hold, by `_respond`'s rule: those whose records alone fit
+        # the response budget, one too large for any response cut to half of what is left, and the first ordinary
+        # one that does not fit, which ends it; the database counts those of the rest.
+        whole = budget = self.max_response_chars - ENVELOPE_CHARS
+        shown: list[str] = []
         for name in first[:LOADING_LEADING]:
             shown.append(name)
-            budget -= json_size(state.entities.view(name))
-            if budget < 0:
+            size = json_size(state.entities.view(name))
+            if size <= budget:
+                budget -= size
+                continue
+            if len(shown) > 1 and size <= whole:
                 break
+            budget -= budget // 2
         for collection, record in reads.relations_touching(shown):
             state.records_changed(collection, [], [record])
         if counted is None and len(shown) < len(first):
@@ -1211,14 +1217,17 @@ class GraphService:
                 raise self._missing_entity(name)
             found = _within(state, name, depth, relation_type)
             ranked = sorted(found, key=lambda n: (found[n], -state.by_node.degree(n), state.ordinal(n)))
-            kept = _neighbours_within(
+            kept, loops = _neighbours_within(
                 name, ranked[:limit], found, state, relation_type, self.max_response_chars - ENVELOPE_CHARS
             )
             among = set(kept)
             keys = [
                 k
                 for k in state.relations_touching(kept)
-                if k[0] in among and k[1] in among and (relation_type is None or k[2] == relation_type)
+                if k[0] in among
+                and k[1] in among
+                and (relation_type is None or k[2] == relation_type)
+                and (k[0] != name or k[1] != name or k in loops)
             ]
             neighbors = [
                 Neighbor(**state.entities.view(n), depth=found[n], degree=state.by_node.degree(n)) for n in kept[1:]
@@ -1283,9 +1292,10 @@ class GraphService:
                 # whole graph still shows the rest.
                 notice = _cut_notice_size(name)
                 room = budget - used - notice
-                if place + 1 < len(names):
-                    room = min(room, (budget - used) // 2 - notice)
-                picked = _cut_to_fit(view, touching, room, query)
+                picked = None
+                if place + 1 < (len(names) if matched is None else max(len(names), matched.entities)):
+                    picked = _cut_to_fit(view, touching, min(room, (budget - used) // 2 - notice), query)
+                picked = picked or _cut_to_fit(view, touching, room, query)
                 if picked is None:
                     break
                 shown, kept = picked
@@ -1437,11 +1447,21 @@ def _neighbours_within(
     state: GraphState,
     relation_type: str | None,
     budget: int,
-) -> list[str]:
-    """`name` and the leading neighbours that fit the response budget with the relations among them all. Each
+) -> tuple[list[str], set[RelationKey]]:
+    """`name` and the leading neighbours that fit the response budget with the relations among them all, and the
+    centre's relations to itself that are returned. Each
     neighbour is charged its relations to those taken before it (the relations a neighbourhood returns), not all
     of them: charging a hub's whole degree left a user who knows 2,000 people with no neighbour at all."""
-    kept, among, used = [name], {name}, 0
+    kept, among = [name], {name}
+    # The centre is returned by its name, and with its relations to itself: as many of those as half the room holds.
+    used = json_size({"name": name})
+    loops = [
+        key
+        for key in state.relations_touching([name])
+        if key[0] == key[1] == name and (relation_type is None or key[2] == relation_type)
+    ]
+    loops = _taken_within(loops, {key: json_size(relation_view(key)) for key in loops}, (budget - used) // 2)
+    used += sum(json_size(relation_view(key)) for key in loops)
     for neighbour in ranked:
         view = state.entities.view(neighbour)
         cost = json_size({**view, "depth": depth_of[neighbour], "degree": state.by_node.degree(neighbour)})
@@ -1450,11 +1470,13 @@ def _neighbours_within(
             if (other in among or other == neighbour) and (relation_type is None or key[2] == relation_type):
                 cost += json_size(relation_view(key))
         if used + cost > budget:
+            if cost > budget - json_size({"name": name}):
+                continue  # larger than any answer: passed over (said by `truncated`), not the end of the others
             break
         used += cost
         kept.append(neighbour)
         among.add(neighbour)
-    return kept
+    return kept, set(loops)
 
 
 def relation_model(key: RelationKey) -> Relation:

@@ -142,6 +142,29 @@ async def test_get_neighbors_of_a_hub_returns_as_many_as_fit(tmp_path: Path) -> 
         assert 100 < len(entities) <= 500 and len(many.content[0].text) <= 80_000
 
 
+async def test_get_neighbors_stays_within_the_budget_and_passes_over_a_neighbour_larger_than_it(
+    tmp_path: Path,
+) -> None:
+    async with Client(build_app(settings_for(tmp_path, MEMORY_MAX_RESPONSE_CHARS="5000")).server) as client:
+        centre = "C" * 1000  # its name is in the answer, and in each relation
+        huge = [f"fact {i:03d}: an ordinary sentence" for i in range(300)]
+        entities = [
+            {"name": centre, "entityType": "person", "observations": []},
+            {"name": "Huge", "entityType": "person", "observations": huge},
+            *({"name": f"Friend {i:02d}", "entityType": "person", "observations": []} for i in range(40)),
+        ]
+        await ok(client, "create_entities", entities=entities)
+        links = [{"from": centre, "to": "Huge", "relationType": "knows"}]
+        links += [{"from": centre, "to": f"Friend {i:02d}", "relationType": "knows"} for i in range(40)]
+        links += [{"from": centre, "to": centre, "relationType": f"is {i}"} for i in range(100)]  # to itself
+        await ok(client, "create_relations", relations=links)
+        result = await client.call_tool("get_neighbors", {"name": centre, "limit": 100})
+        near = result.structured_content
+        assert near is not None and len(result.content[0].text) <= 5000
+        assert near["entities"] and "Huge" not in {e["name"] for e in near["entities"]}  # passed over, not the end
+        assert near["truncated"] is True and near["totalEntities"] == 41
+
+
 async def test_get_neighbors_refuses_unknown_names_and_depths(client: Client) -> None:
     message = await refused(client, "get_neighbors", name="ana")
     assert "not found" in message and '"Ana"' in message

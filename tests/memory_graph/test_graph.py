@@ -279,6 +279,9 @@ def test_an_entity_too_large_for_the_budget_comes_with_the_observations_that_fit
     whole = graph.read_graph()
     assert names(whole) == ["User", "Bob"] and whole.entities[1].observations == ["a friend"]
     assert len(whole.entities[0].observations) < len(graph.open_nodes(["User"]).entities[0].observations)
+    small = open_graph(tmp_path / "small", shard_lines=1000, max_response_chars=1400)
+    small.create_entities([ent("User", "person", *facts), ent("Bob", "person", "a friend")])
+    assert names(small.read_graph())[0] == "User"  # half the room holds nothing: it takes the whole room then
     long_name = "U" * 400  # named again in the notice: the cut leaves room for it
     graph.create_entities([ent(long_name, "person", *facts)])
     assert len(graph.open_nodes([long_name]).model_dump_json(by_alias=True, exclude_none=True)) <= 3000

@@ -290,6 +290,27 @@ def test_a_cut_answer_while_loading_counts_what_a_loaded_server_counts(
         load.finish()
 
 
+def test_a_search_while_loading_cuts_an_entity_too_large_for_the_budget_as_a_loaded_server_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded = open_services(tmp_path, max_response_chars=3_000)
+    facts = [f"fact {i:03d}: an ordinary sentence about the user" for i in range(200)]
+    loaded.graph.create_entities([Entity(name="User", entityType="person", observations=facts)])
+    loaded.graph.create_entities(
+        [Entity(name=n, entityType="person", observations=[f"{n} knows the user"]) for n in ("Bob", "Carol")]
+    )
+    load = HeldLoad(tmp_path, monkeypatch, max_response_chars=3_000)
+    try:
+        for query in ["user", "the user"]:
+            answer, expected = load.services.graph.search_nodes(query), loaded.graph.search_nodes(query)
+            assert names(expected) == ["User", "Bob", "Carol"], query  # the large one cut, the others after it
+            assert names(answer) == names(expected) and answer.entities == expected.entities, query
+            assert answer.truncated == expected.truncated, query
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
 def test_a_read_the_database_takes_too_long_over_is_cancelled_and_answered_after_the_load(
     held: tuple[Services, HeldLoad], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
