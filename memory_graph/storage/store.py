@@ -37,7 +37,7 @@ from memory_graph.errors import LineProblem, MemoryGraphError, StaleShardError, 
 from memory_graph.storage import collection as collection_module
 from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_repair, report, scan
 from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
-from memory_graph.storage.collection import Collection, CollectionCopy, Reloaded
+from memory_graph.storage.collection import MANY_SHARDS, Collection, CollectionCopy, Reloaded
 from memory_graph.storage.engine import (
     SnapshotCopy,
     StoreEngine,
@@ -572,6 +572,8 @@ class Store(StoreEngine):
         if append is not None and events is not None:
             self.collections[HISTORY].appended(*append)
             self._notify(HISTORY, [], events.upserts)
+        if len(writes) > MANY_SHARDS:
+            return_freed_memory()  # the lines of many shards, made and let go (Collection.apply)
 
     def _write(self, writes: list[FileWrite], manifests: dict[str, Manifest], redo_log: bool = False) -> None:
         """Renew the stamps (first: see stamp.py), then make the writes happen all or nothing (in order, without
