@@ -300,7 +300,8 @@ class CollectionCopy:
 
 
 MANY_SHARDS = 8
-"""A commit that writes more shards than this holds them by their keys (`Collection.apply`)."""
+"""A commit of this process that writes more shards of one collection than this holds them by their keys
+(`Collection.apply`)."""
 
 APPEND_SHARD_BYTES = 4 << 20
 """Where an append-only shard (the history's) also ends, beside the line limit: a start reads and holds the newest
@@ -992,8 +993,9 @@ class Collection:
         for key in lines:
             self._locate(key, index)
 
-    def apply(self, plan: Plan, token: str) -> None:
-        """Hold the shards a commit wrote (the plan), without reading them back."""
+    def apply(self, plan: Plan, token: str, by_keys: bool = False) -> None:
+        """Hold the shards a commit wrote (the plan), without reading them back. `by_keys`: this process wrote them
+        (not a replay of another's commit, whose files may hold other lines) and they are many."""
         for index, lines in plan.items():
             old = self.shards.get(index)
             if old is None:
@@ -1016,7 +1018,7 @@ class Collection:
                 self.shards.pop(index, None)
                 continue
             stat = file_stat(self.names.path(index))
-            if len(plan) > MANY_SHARDS and not self.lazy and stat is not None:
+            if by_keys and not self.lazy and stat is not None:
                 # A commit that wrote many shards (the split of a legacy file, the rename of a hub) holds them by
                 # their keys, their lines read back from the file when next needed, as a load holds them: it held
                 # every line of a 38 MB official file split at its first write (+190 MB until a restart). Its

@@ -262,7 +262,10 @@ class Store(StoreEngine):
                 tx = Transaction(operation=label, actor=actor or self.actor, record_history=record_history)
                 yield tx
                 self._record_events(tx)
-                self._commit(tx.changes, tx.token)
+                if self._commit(tx.changes, tx.token) > MANY_SHARDS:
+                    # (after the commit let go of its plans and file texts) the lines of many shards, made and
+                    # let go: held by their keys since (Collection.apply)
+                    return_freed_memory()
 
     def problems(self) -> list[LineProblem]:
         with self.reading():
@@ -531,7 +534,9 @@ class Store(StoreEngine):
             self._commit(changes)
 
     # -- committing ------------------------------------------------------------------------------------------
-    def _commit(self, changes: dict[str, Changes], token: str | None = None) -> None:
+    def _commit(self, changes: dict[str, Changes], token: str | None = None) -> int:
+        """Write the changes all or nothing and hold what was written; returns the most shards one collection's
+        plan wrote."""
         plans = {
             name: plan_changes(self.collections[name], ch) for name, ch in changes.items() if ch and name != HISTORY
         }
@@ -541,7 +546,7 @@ class Store(StoreEngine):
         if events and append is None:
             plans[HISTORY] = plan_changes(self.collections[HISTORY], events)
         if not plans:
-            return
+            return 0
         self._verify_unchanged(plans if append is None else {**plans, HISTORY: {append[0]: {}}})
         writes: list[FileWrite] = []
         for name, plan in plans.items():
@@ -565,15 +570,14 @@ class Store(StoreEngine):
         self._write(writes, manifests, redo_log=redo_log)
         for name, plan in plans.items():
             collection = self.collections[name]
-            collection.apply(plan, token)
+            collection.apply(plan, token, by_keys=len(plan) > MANY_SHARDS)
             removed = [key for key in changes[name].deletes if key not in collection.locations]
             upserted = [r for r in changes[name].upserts if record_key(r) in collection.locations]
             self._notify(name, removed, upserted)
         if append is not None and events is not None:
             self.collections[HISTORY].appended(*append)
             self._notify(HISTORY, [], events.upserts)
-        if len(writes) > MANY_SHARDS:
-            return_freed_memory()  # the lines of many shards, made and let go (Collection.apply)
+        return max(map(len, plans.values()))
 
     def _write(self, writes: list[FileWrite], manifests: dict[str, Manifest], redo_log: bool = False) -> None:
         """Renew the stamps (first: see stamp.py), then make the writes happen all or nothing (in order, without

@@ -120,6 +120,23 @@ def test_the_shards_of_a_legacy_files_split_are_held_by_their_keys_and_read_back
     assert graph.open_nodes(["E40"]).entities[0].observations == ["y"]
 
 
+def test_following_a_commit_that_spills_into_many_shards_here_holds_their_lines(tmp_path: Path) -> None:
+    """Two processes with other shard limits on one official file (CRLF, so held by its lines): the one with the
+    smaller limit replays the other's one-shard commit as a spill into many shards. Those are not its own writes,
+    so it holds them by their lines, not by keys read back from files that hold other lines."""
+    lines = [
+        json.dumps({"type": "entity", "name": f"E{i}", "entityType": "t", "observations": [f"o{i}"]}) for i in range(30)
+    ]
+    (tmp_path / "memory.json").write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    small = open_graph(tmp_path, shard_lines=3)
+    small.create_entities([ent("Z")])
+    large = open_graph(tmp_path, shard_lines=1000)
+    large.add_observations([ObservationAddition(entityName="E0", contents=["x"])])
+    small.store._hand_edit_interval = 1e9  # type: ignore[attr-defined]  # (the look for hand edits not due)
+    assert small.open_nodes(["E0"]).entities[0].observations == ["o0", "x"]
+    assert snapshot(small) == snapshot(open_graph(tmp_path))
+
+
 def test_a_fresh_load_of_many_shards_keeps_creation_order(tmp_path: Path) -> None:
     graph = open_graph(tmp_path, shard_lines=3)
     names = [f"E{i}" for i in range(10)]
