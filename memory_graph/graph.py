@@ -1163,7 +1163,7 @@ class GraphService:
             if size <= budget:
                 budget -= size
                 continue
-            if len(shown) > 1 and size <= whole:
+            if _ends_the_read(len(shown) > 1, size, whole):
                 break
             budget -= budget // 2
         for collection, record in reads.relations_touching(shown):
@@ -1284,8 +1284,8 @@ class GraphService:
             relations_cost = sum(json_size(relation_view(k)) for k in touching)
             cost = json_size(view) + relations_cost
             if used + cost > budget:
-                if entities and cost <= budget:
-                    break  # an ordinary entity at the edge of the budget: the cut, as before
+                if _ends_the_read(bool(entities), cost, budget):
+                    break
                 # The first entity, or one too large for any response (the user's own, grown by a note at every
                 # chat; a hub, the user who knows two thousand people), comes with what fits: else every read of
                 # it answered nothing at all. With half the room left when more follow, so that a read of the
@@ -1298,7 +1298,7 @@ class GraphService:
                 picked = picked or _cut_to_fit(view, touching, room, query)
                 if picked is None:
                     break
-                shown, kept = picked
+                shown, kept, size = picked
                 cut_entities.append(
                     CutEntity(
                         name=name,
@@ -1310,8 +1310,7 @@ class GraphService:
                 )
                 entities.append(Entity.model_construct(**{**view, "observations": shown}))
                 taken.update((key, touching[key]) for key in kept)
-                used += json_size({**view, "observations": shown}) + notice
-                used += sum(json_size(relation_view(key)) for key in kept)
+                used += size + notice
                 continue
             used += cost
             entities.append(Entity.model_construct(**view))
@@ -1392,13 +1391,20 @@ def _within(state: GraphState, start: str, depth: int, relation_type: str | None
     return found
 
 
+def _ends_the_read(taken_any: bool, cost: int, budget: int) -> bool:
+    """Whether an entity that does not fit what is left of the response ends it (an ordinary one at the edge, the
+    cut as ever), or comes cut (`_cut_to_fit`): the first of a read, or one larger than any response."""
+    return taken_any and cost <= budget
+
+
 def _cut_to_fit(
     view: dict[str, Any], touching: Mapping[RelationKey, int], room: int, query: str | None
-) -> tuple[list[str], list[RelationKey]] | None:
+) -> tuple[list[str], list[RelationKey], int] | None:
     """What of an entity too large for the response fits in `room` characters: its observations and its relations
-    (new to the response), each given the room the other leaves, or half when both want more. Observations keep
-    their stored order and relations their creation order; chosen first among observations holding a word of the
-    search (`query`), then newest first. None when not even its name and type fit."""
+    (new to the response), each given the room the other leaves, or half when both want more, and the characters
+    they take. Observations keep their stored order and relations their creation order; chosen first among
+    observations holding a word of the search (`query`), then newest first. None when not even its name and type
+    fit."""
     observations: list[str] = view["observations"]
     room -= json_size({**view, "observations": []})
     if room < 0:
@@ -1407,7 +1413,7 @@ def _cut_to_fit(
     observation_order = sorted(
         range(len(observations)), key=lambda i: (not any(w in observations[i].casefold() for w in words), -i)
     )
-    observation_costs = {i: len(json.dumps(observations[i], ensure_ascii=False)) + 1 for i in observation_order}
+    observation_costs = {i: json_size(observations[i]) for i in observation_order}
     relation_order = sorted(touching, key=touching.__getitem__, reverse=True)
     relation_costs = {key: json_size(relation_view(key)) for key in relation_order}
     wanted_by_observations, wanted_by_relations = sum(observation_costs.values()), sum(relation_costs.values())
@@ -1419,7 +1425,9 @@ def _cut_to_fit(
         observation_room = room // 2
     shown = _taken_within(observation_order, observation_costs, observation_room)
     kept = _taken_within(relation_order, relation_costs, room - sum(observation_costs[i] for i in shown))
-    return [observations[i] for i in sorted(shown)], sorted(kept, key=touching.__getitem__)
+    kept_observations = [observations[i] for i in sorted(shown)]
+    size = json_size({**view, "observations": kept_observations}) + sum(relation_costs[key] for key in kept)
+    return kept_observations, sorted(kept, key=touching.__getitem__), size
 
 
 def _cut_notice_size(name: str) -> int:
@@ -1454,14 +1462,14 @@ def _neighbours_within(
     of them: charging a hub's whole degree left a user who knows 2,000 people with no neighbour at all."""
     kept, among = [name], {name}
     # The centre is returned by its name, and with its relations to itself: as many of those as half the room holds.
-    used = json_size({"name": name})
-    loops = [
-        key
+    centre = json_size({"name": name})
+    loop_costs = {
+        key: json_size(relation_view(key))
         for key in state.relations_touching([name])
         if key[0] == key[1] == name and (relation_type is None or key[2] == relation_type)
-    ]
-    loops = _taken_within(loops, {key: json_size(relation_view(key)) for key in loops}, (budget - used) // 2)
-    used += sum(json_size(relation_view(key)) for key in loops)
+    }
+    loops = _taken_within(list(loop_costs), loop_costs, (budget - centre) // 2)
+    used = centre + sum(loop_costs[key] for key in loops)
     for neighbour in ranked:
         view = state.entities.view(neighbour)
         cost = json_size({**view, "depth": depth_of[neighbour], "degree": state.by_node.degree(neighbour)})
@@ -1470,7 +1478,7 @@ def _neighbours_within(
             if (other in among or other == neighbour) and (relation_type is None or key[2] == relation_type):
                 cost += json_size(relation_view(key))
         if used + cost > budget:
-            if cost > budget - json_size({"name": name}):
+            if cost > budget - centre:
                 continue  # larger than any answer: passed over (said by `truncated`), not the end of the others
             break
         used += cost

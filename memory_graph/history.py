@@ -267,14 +267,18 @@ class HistoryService:
         budget = self.graph.max_response_chars - ENVELOPE_CHARS
         fitted: list[HistoryEvent] = []
         omitted = 0
+
+        def size(view: HistoryEvent) -> int:
+            return json_size(view.model_dump(mode="json", exclude_none=True))
+
         for view in views:
-            cost = json_size(view.model_dump(mode="json", exclude_none=True))
+            cost = size(view)
             if cost > budget and (view.before is not None or view.after is not None):
                 view = view.model_copy(update={"before": None, "after": None, "recordsOmitted": True})
-                cost = json_size(view.model_dump(mode="json", exclude_none=True))
+                cost = size(view)
                 if cost > budget:
                     view = view.model_copy(update={"observationsAdded": None, "observationsRemoved": None})
-                    cost = json_size(view.model_dump(mode="json", exclude_none=True))
+                    cost = size(view)
             if cost > budget:
                 break
             omitted += bool(view.recordsOmitted)

@@ -85,7 +85,7 @@ class DeletionResult(BaseModel):
 ENVELOPE_CHARS = 800
 
 
-def json_size(value: dict[str, Any]) -> int:
+def json_size(value: Any) -> int:
     """The characters a value takes in a response's compact JSON (what the response budget counts)."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) + 1
 

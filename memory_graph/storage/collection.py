@@ -784,15 +784,27 @@ class Collection:
             in_order.extend(fresh[line] for line in lines.values())
             line_keys = parsed.line_keys() if by_keys and stat is not None else None
             if line_keys is not None and stat is not None:
-                unread = UnreadLines(self, index, stat, line_keys, merged)
-                digests = array("q", map(hash, lines.values()))
-                self.shards[index] = Shard(
-                    None, stat, generation, [], count, unread=unread, keys=list(lines), digests=digests
-                )
+                self.shards[index] = self._held_by_keys(index, stat, generation, lines, line_keys, merged, count)
             else:
                 self.shards[index] = Shard(lines, stat, generation, parsed.problems, count)
             alone = self._locate_all(lines, index) and alone
         return fresh, alone, in_order
+
+    def _held_by_keys(
+        self,
+        index: int,
+        stat: FileStat,
+        generation: str | None,
+        lines: ShardLines,
+        line_keys: list[Key | None],
+        merged: ShardLines,
+        line_count: int,
+    ) -> Shard:
+        """A shard held by its keys and its lines' hashes, the lines read back from its file by position
+        (`line_keys`: each line's key, None for a blank one) when next needed."""
+        unread = UnreadLines(self, index, stat, line_keys, merged)
+        digests = array("q", map(hash, lines.values()))
+        return Shard(None, stat, generation, [], line_count, unread=unread, keys=list(lines), digests=digests)
 
     def _locate_all(self, keys: Iterable[Key], index: int) -> bool:
         """Locate a new shard's keys; whether none of them was held by another shard."""
@@ -1023,9 +1035,6 @@ class Collection:
                 # their keys, their lines read back from the file when next needed, as a load holds them: it held
                 # every line of a 38 MB official file split at its first write (+190 MB until a restart). Its
                 # lines are as written, "\n"-separated, so the file gives each back by its position.
-                keys = list(lines)
-                unread = UnreadLines(self, index, stat, list[Key | None](keys), {})
-                digests = array("q", map(hash, lines.values()))
-                self.shards[index] = Shard(None, stat, token, [], len(lines), unread=unread, keys=keys, digests=digests)
+                self.shards[index] = self._held_by_keys(index, stat, token, lines, list(lines), {}, len(lines))
             else:
                 self.shards[index] = Shard(lines, stat, token, [], len(lines))
