@@ -74,6 +74,7 @@ from memory_graph.storage import (
     entity_key,
     merge_records,
     relation_key,
+    searchable_fields,
 )
 
 MEMORY = "memory"
@@ -90,15 +91,6 @@ CUT_ENTITY_HINT = (
 )
 
 log = logging.getLogger(__name__)
-
-
-def searchable_fields(record: dict[str, Any]) -> list[str]:
-    """What search_nodes looks at: name, type, observations, and a lesson's error pattern."""
-    fields = [record["name"], record["entityType"], *record["observations"]]
-    pattern = record.get("errorPattern")
-    if isinstance(pattern, dict):
-        fields.extend(str(pattern.get(k) or "") for k in ("type", "message", "context"))
-    return fields
 
 
 def deduplicated(record: dict[str, Any]) -> dict[str, Any]:
@@ -132,8 +124,8 @@ class ExportedGraph:
     relations: list[dict[str, Any]]
 
 
-# A search made while a database loads answers from at most this many entities the database finds, else waits for
-# the load: past it, fetching and ordering them takes as long as a good part of the load.
+# A search made while a store loads answers from at most this many entities the storage finds, else waits for the
+# load: past it, fetching and ordering them takes as long as a good part of the load.
 LOADING_MATCH_LIMIT = 20_000
 # ... and a broad one (a single word past that limit) from the entities leading by name: more than an answer holds.
 LOADING_LEADING = 1_000
@@ -1109,15 +1101,16 @@ class GraphService:
 
     # -- reads while the store loads -------------------------------------------------------------------------
     def _while_loading(self, read: Callable[[ReadsWhileLoading], KnowledgeGraph | None]) -> KnowledgeGraph | None:
-        """The answer from the storage's own indexes while a load is under way (a database's), or None: then the
-        call waits for the load, as every call does on the files.
+        """The answer from the storage itself while a load is under way (a database's indexes, the files' bytes),
+        or None: then the call waits for the load.
 
-        Trigger: a large memory in a database loads for many seconds after a start. Why: a client's first search
-        should not wait for all of it. Outcome: the same rules (matching, order, cut, relations) applied to just
-        the entities the database finds holding the query, so a search has the loaded server's substring
-        matches, and differs only in what needs the whole graph: word scores (which order matches after the name
-        rules) weigh words against the entities found, and the ranked entities that do not hold the query are
-        left out. A search with no substring match waits for the load."""
+        Trigger: a large memory loads for many seconds after a start (a database's; the files' first start, 45 s
+        at a million entities). Why: a client's first search should not wait for all of it. Outcome: the same
+        rules (matching, order, cut, relations) applied to just the entities the storage finds holding the query,
+        so a search has the loaded server's substring matches, and differs only in what needs the whole graph:
+        word scores (which order matches after the name rules) weigh words against the entities found, and the
+        ranked entities that do not hold the query are left out. A search with no substring match waits for the
+        load."""
         reads = self.store.reads_while_loading()
         if reads is None:
             return None
@@ -1141,7 +1134,7 @@ class GraphService:
             # database's joined text can make.
             total, touching, found = reads.leading_matches(words, phrase, LOADING_LEADING)
             if total > len(found):
-                counted = Matched(total, lambda: touching)
+                counted = Matched(total, touching)
         else:
             matching = reads.matching(fragments, LOADING_MATCH_LIMIT)
             if matching is None:

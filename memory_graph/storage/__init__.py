@@ -33,6 +33,7 @@ from memory_graph.storage.codec import (
     read_split,
     record_key,
     relation_key,
+    searchable_fields,
 )
 from memory_graph.storage.engine import (
     ChangeListener,
@@ -89,6 +90,7 @@ __all__ = [
     "record_key",
     "relation_key",
     "return_freed_memory",
+    "searchable_fields",
     "write_side_cache",
     "write_snapshot",
     "write_vectors",

@@ -93,6 +93,28 @@ def merge_records(first: dict[str, Any], second: dict[str, Any]) -> dict[str, An
     return merged
 
 
+def searchable_fields(record: dict[str, Any]) -> list[str]:
+    """What search_nodes looks at in an entity record: name, type, observations, and a lesson's error pattern."""
+    fields = [record["name"], record["entityType"], *record["observations"]]
+    pattern = record.get("errorPattern")
+    if isinstance(pattern, dict):
+        fields.extend(str(pattern.get(k) or "") for k in ("type", "message", "context"))
+    return fields
+
+
+def search_text(record: dict[str, Any]) -> str:
+    """An entity record's searchable fields joined by spaces, ASCII letters lower-cased (whatever the locale): the
+    text a storage narrows a search with while it loads (PostgreSQL keeps it in a column, the files compute it)."""
+    return ascii_lower(" ".join(searchable_fields(record)))
+
+
+def ascii_lower(text: str) -> str:
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def dump_line(record: dict[str, Any]) -> str:
     """Compact JSON with unescaped Unicode, like the reference's JSON.stringify."""
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))

@@ -16,6 +16,7 @@ import logging
 import secrets
 import sys
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 # Below this many records a load takes well under a tenth of a second: no snapshot is worth its file.
 SNAPSHOT_MIN_RECORDS = 20_000
 NOTIFY_SLICE = 20_000  # records a load's listeners hear in one call (`_notify_taking`)
+GIVE_WAY_SECONDS = 5.0  # the longest a load waits, in all, for reads answered beside it
 SNAPSHOT_FORMAT = "4"  # 3: large containers in chunks, the file mapped; 4: the skeleton after the chunks (snapshot.py)
 
 
@@ -121,10 +123,11 @@ class RecordSource(Protocol):
 
 
 class ReadsWhileLoading(Protocol):
-    """Reads answered by the storage itself while the store is still loading (a database's indexes), so a large
-    memory's first calls need not wait for the whole load. Each read sees the storage's committed state; the
-    records come with their collection, in the order the storage keeps them (creation order, as a load hears
-    them). Raises StorageError when the storage cannot answer (the caller then waits for the load)."""
+    """Reads answered by the storage itself while the store is still loading (a database's indexes, the files'
+    bytes: scan.py), so a large memory's first calls need not wait for the whole load. Each read sees the
+    storage's committed state; the records come with their collection, in the order the storage keeps them
+    (creation order, as a load hears them). Raises StorageError when the storage cannot answer (the caller then
+    waits for the load)."""
 
     def answering(self) -> AbstractContextManager[None]:
         """Held while a call is answered from these reads: the load gives way to it meanwhile."""
@@ -141,11 +144,11 @@ class ReadsWhileLoading(Protocol):
 
     def leading_matches(
         self, words: list[str], phrase: str, take: int
-    ) -> tuple[int, int, list[tuple[str, dict[str, Any]]]]:
-        """How many entity records hold every word (ASCII letters compared without case), how many relation records
-        touch them, and the first `take` of them: those holding the whole phrase first (when there are several
-        words), then the name equal to the phrase, names starting with it, names holding it, each in creation
-        order."""
+    ) -> tuple[int, Callable[[], int], list[tuple[str, dict[str, Any]]]]:
+        """How many entity records hold every word (ASCII letters compared without case), how to count the relation
+        records touching them (asked only when an answer is cut), and the first `take` of them: those holding the
+        whole phrase first (when there are several words), then the name equal to the phrase, names starting with
+        it, names holding it, each in creation order."""
         ...
 
     def relations_touching(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -155,6 +158,77 @@ class ReadsWhileLoading(Protocol):
     def count_relations_touching(self, names: list[str]) -> int:
         """How many relation records have an end among these names."""
         ...
+
+
+class ReadsBesideLoad:
+    """The reads a storage answers beside its own load (`ReadsWhileLoading`), and the load's turns given to them.
+
+    Between two of its pieces the load waits while such a read runs (on 2 cores the load, the read and the
+    storage otherwise share the processors), GIVE_WAY_SECONDS in all at most: a steady stream of reads must not
+    keep it from finishing. `gated`: reads are let in only between `admit()` and `stop_admitting()` (the files,
+    which are still only while the load holds their lock); a read arriving before waits up to `wait_seconds`,
+    and one arriving after is refused (StorageError: the caller waits for the load)."""
+
+    def __init__(self, gated: bool = False, wait_seconds: float = 0.0) -> None:
+        self._turns = threading.Condition()
+        self._running = 0
+        self._left = GIVE_WAY_SECONDS
+        self._gated = gated
+        self._wait_seconds = wait_seconds
+        self._admitting = False
+        self._expected = False  # a load is about to admit reads
+
+    def load_begins(self) -> None:
+        with self._turns:
+            self._left = GIVE_WAY_SECONDS
+            self._expected = True
+
+    def admit(self) -> None:
+        with self._turns:
+            self._admitting = True
+            self._turns.notify_all()
+
+    def stop_admitting(self) -> None:
+        """No read is let in from now on; returns once those running have ended."""
+        with self._turns:
+            self._admitting = self._expected = False
+            self._turns.notify_all()
+            self._turns.wait_for(lambda: not self._running)
+
+    @property
+    def expected(self) -> bool:
+        """Whether a load is under way that lets (or is about to let) reads in."""
+        return self._expected or self._admitting
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        with self._turns:
+            if self._gated and not self._turns.wait_for(
+                lambda: self._admitting or not self._expected, timeout=self._wait_seconds
+            ):
+                raise StorageError("the load has not begun yet: answering after it")
+            if self._gated and not self._admitting:
+                raise StorageError("the load has ended: answering from what it holds")
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._turns:
+                self._running -= 1
+                self._turns.notify_all()
+
+    def give_way(self, stopped: Callable[[], bool] = lambda: False) -> None:
+        """Called by the load between two of its pieces: wait while reads beside it run (or until `stopped`)."""
+        if self._running and self._left > 0:
+            started = time.monotonic()
+            with self._turns:
+                self._turns.wait_for(lambda: not self._running or stopped(), timeout=self._left)
+            self._left -= time.monotonic() - started
+
+    def wake(self) -> None:
+        """Wake a load waiting in `give_way` (to look at `stopped` again)."""
+        with self._turns:
+            self._turns.notify_all()
 
 
 @dataclass

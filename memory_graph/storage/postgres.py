@@ -58,7 +58,14 @@ from memory_graph.storage.codec import (
     parse_all_at_once,
     record_key,
 )
-from memory_graph.storage.engine import ReadsWhileLoading, StoreEngine, Taken, Transaction, public_caller
+from memory_graph.storage.engine import (
+    ReadsBesideLoad,
+    ReadsWhileLoading,
+    StoreEngine,
+    Taken,
+    Transaction,
+    public_caller,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +74,6 @@ CONNECT_TIMEOUT_SECONDS = 5
 # Rows a load fetches at a time: small enough that reads answered meanwhile from another thread get their turn
 # between two (each fetch is one call that holds the interpreter), large enough that round trips do not count.
 LOAD_BATCH_ROWS = 2_000
-GIVE_WAY_SECONDS = 5.0  # the longest a load waits, in all, for reads answered beside it
 READ_WHILE_LOADING_SECONDS = 60.0  # the longest one read answered from the database while loading may run
 CLOSE_WAIT_SECONDS = 10.0  # the longest close() waits for a running load to stop at its next batch
 BULK_ROWS = 500  # from this many rows a commit copies them in (COPY) instead of one statement per row
@@ -124,8 +130,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         3,
         "indexes to answer reads while a server loads (relation ends, entities' searchable text)",
-        # The searchable text is what search_nodes looks at (graph.searchable_fields), its ASCII letters
-        # lower-cased here (translate, not lower(): lower() follows the database's locale), kept in a column
+        # The searchable text is what search_nodes looks at (codec.search_text, which the files compute), its ASCII
+        # letters lower-cased here (translate, not lower(): lower() follows the database's locale), kept in a column
         # (computing it again for each row a search finds cost more than the search).
         """
         CREATE OR REPLACE FUNCTION memory_graph_search_text(record json) RETURNS text
@@ -275,7 +281,7 @@ class DatabaseReads:
         self._store = store
 
     def answering(self) -> AbstractContextManager[None]:
-        return self._store._answering()
+        return self._store._beside.answering()
 
     def entities(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
         return self._records("entity_name = ANY(%s)", [names])
@@ -287,7 +293,7 @@ class DatabaseReads:
 
     def leading_matches(
         self, words: list[str], phrase: str, take: int
-    ) -> tuple[int, int, list[tuple[str, dict[str, Any]]]]:
+    ) -> tuple[int, Callable[[], int], list[tuple[str, dict[str, Any]]]]:
         held, patterns = _holding(words)
         literal = _like_literal(phrase)
         several = len(words) > 1
@@ -314,8 +320,9 @@ class DatabaseReads:
             ],
         )
         if not rows:
-            return 0, 0, []
-        return int(rows[0][4]), int(rows[0][5]), self._readable([row[:4] for row in rows])
+            return 0, lambda: 0, []
+        touching = int(rows[0][5])
+        return int(rows[0][4]), lambda: touching, self._readable([row[:4] for row in rows])
 
     def relations_touching(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
         # One query per end, so each end's index answers its half (an OR of the two scanned every relation).
@@ -497,9 +504,7 @@ class PostgresStore(StoreEngine):
         self._store_births: list[str] = []
         self._loading = False
         self._database_reads = DatabaseReads(self)
-        self._reads_answering = 0  # reads while loading now running (the load gives way to them)
-        self._reads_done = threading.Condition()
-        self._give_way_left = GIVE_WAY_SECONDS
+        self._beside = ReadsBesideLoad()  # reads while loading now running (the load gives way to them)
         self.read_while_loading_seconds = READ_WHILE_LOADING_SECONDS
 
     @property
@@ -600,8 +605,7 @@ class PostgresStore(StoreEngine):
         # A load still running stops at its next batch of rows (`_give_way`) and lets its connection and server
         # cursor go: the pool is closed after it, never under it (a cursor left open there was a ResourceWarning
         # when the thread's frame went, and its connection was closed mid-fetch).
-        with self._reads_done:
-            self._reads_done.notify_all()
+        self._beside.wake()
         if self._thread_lock.acquire(timeout=CLOSE_WAIT_SECONDS):
             self._thread_lock.release()
         else:
@@ -703,7 +707,7 @@ class PostgresStore(StoreEngine):
     def _load(self, conn: psycopg.Connection[Any]) -> None:
         """Migrate, then read the whole store in one snapshot (the change log position included)."""
         loading, self._loading = self._loading, True
-        self._give_way_left = GIVE_WAY_SECONDS
+        self._beside.load_begins()
         try:
             self._load_all(conn)
         finally:
@@ -712,32 +716,13 @@ class PostgresStore(StoreEngine):
     def reads_while_loading(self) -> ReadsWhileLoading | None:
         return self._database_reads if self._loading else None
 
-    @contextmanager
-    def _answering(self) -> Iterator[None]:
-        with self._reads_done:
-            self._reads_answering += 1
-        try:
-            yield
-        finally:
-            with self._reads_done:
-                self._reads_answering -= 1
-                self._reads_done.notify_all()
-
     def _give_way(self) -> None:
         """Between batches of a load: stop if the store was closed; let reads answered beside it go first."""
         if self._closed.is_set():
             raise self._closed_error()
-        # Not for ever: a steady stream of reads must not keep the load from finishing, so a load gives way for
-        # GIVE_WAY_SECONDS in all at most.
-        if self._reads_answering and self._give_way_left > 0:
-            started = time.monotonic()
-            with self._reads_done:
-                self._reads_done.wait_for(
-                    lambda: not self._reads_answering or self._closed.is_set(), timeout=self._give_way_left
-                )
-            self._give_way_left -= time.monotonic() - started
-            if self._closed.is_set():
-                raise self._closed_error()
+        self._beside.give_way(self._closed.is_set)
+        if self._closed.is_set():
+            raise self._closed_error()
 
     def _load_all(self, conn: psycopg.Connection[Any]) -> None:
         try:

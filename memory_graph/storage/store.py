@@ -39,6 +39,8 @@ from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_re
 from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
 from memory_graph.storage.collection import MANY_SHARDS, Collection, CollectionCopy, Reloaded
 from memory_graph.storage.engine import (
+    ReadsBesideLoad,
+    ReadsWhileLoading,
     SnapshotCopy,
     StoreEngine,
     Transaction,
@@ -78,11 +80,18 @@ from memory_graph.storage.layout import (
 )
 from memory_graph.storage.lock import FolderLock, LockTimeout
 from memory_graph.storage.placement import Changes, plan_changes
+from memory_graph.storage.scan import ShardScan
 from memory_graph.storage.stamp import Manifest, StampFile
 
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT_SECONDS = 60.0
+# A load of files larger than this takes long enough (about 0.1 s per 4 MB) that a call arriving meanwhile is
+# answered from the files themselves (scan.py); below it, the call waits for the load and gets its whole answer.
+SCAN_MIN_BYTES = 8 << 20
+# How long such a call waits for the load to take the folder's lock (taken at once, unless another process holds
+# it) before it waits for the whole load instead.
+SCAN_WAIT_SECONDS = 1.0
 
 
 class CollectionsCopy:
@@ -139,6 +148,8 @@ class Store(StoreEngine):
         self._locks = [FolderLock(folder, lock_timeout_seconds) for folder in folders]
         self._last_full_check = 0.0
         self._opened = False
+        self.reads_beside = ReadsBesideLoad(gated=True, wait_seconds=SCAN_WAIT_SECONDS)
+        self._scan = ShardScan(self)
         self.bytes_written = 0  # for tests and benchmarks: what commits cost
 
     def owns(self, path: Path) -> bool:
@@ -161,17 +172,46 @@ class Store(StoreEngine):
     def location(self) -> str:
         return str(next(iter(self.collections.values())).names.main_path)
 
+    def opening(self) -> None:
+        if not self._opened:
+            self.reads_beside.load_begins()
+
+    def reads_while_loading(self) -> ReadsWhileLoading | None:
+        return self._scan if self.reads_beside.expected else None
+
+    def _give_way(self) -> None:
+        self.reads_beside.give_way()
+
     def open(self) -> None:
         """Create the folders, finish an interrupted commit, and load every shard."""
         with self._thread_lock:
             if self._opened:
                 return
-            for collection in self.collections.values():
-                _make_folder(collection.names.folder)
-                _refuse_odd_files(collection.names.main_path, collection.stamp.path, self.journal)
-            # A load makes millions of small containers and no garbage: the collector would rescan them all,
-            # again and again, for a third of the load time.
-            with self._locked(write=False), collector_paused(freeze=True):
+            self.reads_beside.load_begins()
+            try:
+                self._open()
+            finally:
+                self.reads_beside.stop_admitting()
+                self._scan.forget()
+            # Before the first call is let in: the RSS a client sees after its first answer is then what the
+            # memory holds, not also the restore's chunks (a restart at 100k: 241 MB at the answer, 211 MB once
+            # handed back).
+            return_freed_memory()
+            log.info("memory opened: %s", ", ".join(str(c.names.main_path) for c in self.collections.values()))
+
+    def _open(self) -> None:
+        for collection in self.collections.values():
+            _make_folder(collection.names.folder)
+            _refuse_odd_files(collection.names.main_path, collection.stamp.path, self.journal)
+        # A load makes millions of small containers and no garbage: the collector would rescan them all,
+        # again and again, for a third of the load time.
+        with self._locked(write=False), collector_paused(freeze=True):
+            # Calls arriving meanwhile are answered from the files (scan.py) while this holds their lock and they
+            # are what they will stay: not while a crash's commit is still to be finished, nor once the lock is let
+            # go (`stop_admitting` waits for those running).
+            if not self.journal.exists() and self._shard_bytes() > SCAN_MIN_BYTES:
+                self.reads_beside.admit()
+            try:
                 # (Only the snapshotted ones: the history, kept by no snapshot, stays held when a hold as restored
                 # fails and the store is opened again, which must restore, so the catch-up reports to every part what
                 # changed since the snapshot, removals too; a load from nothing reports only records.)
@@ -186,11 +226,11 @@ class Store(StoreEngine):
                     self._hold_nothing()
                     raise
                 self._opened = True
-            # Before the first call is let in: the RSS a client sees after its first answer is then what the
-            # memory holds, not also the restore's chunks (a restart at 100k: 241 MB at the answer, 211 MB once
-            # handed back).
-            return_freed_memory()
-            log.info("memory opened: %s", ", ".join(str(c.names.main_path) for c in self.collections.values()))
+            finally:
+                self.reads_beside.stop_admitting()
+
+    def _shard_bytes(self) -> int:
+        return sum(size for c in self.collections.values() if c.name != HISTORY for size, _, _ in c.on_disk().values())
 
     @contextmanager
     def _locked(self, write: bool) -> Iterator[None]:
@@ -390,7 +430,7 @@ class Store(StoreEngine):
             if not (full or collection.behind() or collection.lazy):
                 continue
             # A first load's records are heard shard by shard as they are read (`Collection.reload`'s `hear`).
-            hear = functools.partial(self._notify_taking, collection.name) if collection.name != HISTORY else None
+            hear = functools.partial(self._hear_loaded, collection.name) if collection.name != HISTORY else None
             change = collection.reload(hand_edits=full, hear=hear)
             if collection.name == HISTORY:
                 change = Reloaded(change.removed, [*appended, *change.upserted])
@@ -407,6 +447,11 @@ class Store(StoreEngine):
         if startup:
             for problem in (p for c in self.collections.values() for p in c.problems()):
                 log.error("unreadable line (kept, never overwritten): %s", problem)
+
+    def _hear_loaded(self, collection: str, records: list[dict[str, Any]]) -> None:
+        """A first load's records, a parsed slice at a time: a call answered from the files meanwhile goes first."""
+        self._give_way()
+        self._notify_taking(collection, records)
 
     def _follow_appended_events(self) -> list[dict[str, Any]]:
         """Apply other processes' commits from the events they appended, instead of reparsing the shards they

@@ -1,0 +1,303 @@
+"""Reads answered from the shard files themselves while a load holds them (`ReadsWhileLoading` for the files).
+
+A first start on a large memory parses every line before it can answer (45 s at a million entities), and a
+restart restores its snapshot (0.5 s at 100k, 8-10 s at a million). A client's first open_nodes or search
+needs a few records of all of them: those are found by searching the files' bytes for what the records must
+hold (a name's JSON string, a query's words), and only the lines holding it are parsed, by the load's own rules
+(`checked_record`, copies of one record merged with `merge_records`).
+
+Exact, or refused: a line can spell a name or a word otherwise only through a JSON escape (`\\u00e9`, `\\/`), so
+every line holding one is parsed too; a read that would parse more than SCAN_LINE_LIMIT lines raises
+StorageError, and the caller waits for the load. The files are still throughout: the load holds their lock while
+these reads run (`ReadsBesideLoad`, gated), and lets it go only once they have ended.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memory_graph.errors import StorageError
+from memory_graph.storage.codec import (
+    HISTORY,
+    SURROGATE_ESCAPE,
+    UTF8_BOM,
+    Key,
+    ascii_lower,
+    checked_record,
+    merge_records,
+    record_key,
+    search_text,
+)
+
+if TYPE_CHECKING:
+    from memory_graph.storage.collection import Collection
+    from memory_graph.storage.store import Store
+
+CHUNK_BYTES = 8 << 20  # a file is searched this much at a time (the official server's million entities: one file)
+# Lines parsed for one read at most: past it, parsing them is a good part of the load itself.
+SCAN_LINE_LIMIT = 50_000
+# Up to this many names a read searches for each name's bytes; for more, it reads every record's names instead
+# (one pass, about 1 s per million relations) rather than one pass per name.
+NAME_NEEDLES = 16
+# The only ways JSON can write a name's or a word's characters otherwise: a \u escape, an escaped solidus.
+ESCAPES = (b"\\u", b"\\/")
+_VALUE = rb'"((?:[^"\\\n]|\\.)*)"'
+# How this code and the official server write a record's first fields, which name its entity or its ends: the
+# pieces of text around the names, and a pattern finding a line so written (names without escapes, after a
+# newline) with the rest of the line, from which the line is put together again.
+_WRITTEN_PIECES = {
+    "entity": (b'{"type":"entity","name":"', b'"'),
+    "relation": (b'{"type":"relation","from":"', b'","to":"', b'"'),
+}
+_WRITTEN = {
+    kind: re.compile(b"\n" + rb'([^"\\\n]*)'.join(re.escape(piece) for piece in pieces) + rb"([^\n]*)")
+    for kind, pieces in _WRITTEN_PIECES.items()
+}
+# ... and the same first fields with escapes in the names, matched at a line's start.
+_LEADING_FIELDS = {
+    "entity": re.compile(rb'\{"type":"entity","name":' + _VALUE),
+    "relation": re.compile(rb'\{"type":"relation","from":' + _VALUE + rb',"to":' + _VALUE),
+}
+
+Found = list[tuple[str, dict[str, Any]]]
+
+
+class ShardScan:
+    """`ReadsWhileLoading` over a files store's shards (the history left out: it holds no entity or relation)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._escaped: dict[tuple[str, tuple[int, int, int], int], Spans] = {}
+
+    def answering(self) -> AbstractContextManager[None]:
+        return self._store.reads_beside.answering()
+
+    # -- the reads -------------------------------------------------------------------------------------------
+    def entities(self, names: list[str]) -> Found:
+        wanted = set(names)
+        return self._named(wanted, "entity", lambda record: record["name"] in wanted)
+
+    def relations_touching(self, names: list[str]) -> Found:
+        wanted = set(names)
+        return self._named(wanted, "relation", lambda record: record["from"] in wanted or record["to"] in wanted)
+
+    def count_relations_touching(self, names: list[str]) -> int:
+        return len(self.relations_touching(names))
+
+    def matching(self, fragments: list[str], limit: int) -> Found | None:
+        try:
+            found = self._holding(fragments, lambda text: all(fragment in text for fragment in fragments))
+        except StorageError:
+            return None  # more lines hold them than a read parses: more matches than `limit`, or near it
+        return found if len(found) <= limit else None
+
+    def leading_matches(
+        self, words: list[str], phrase: str, take: int
+    ) -> tuple[int, Callable[[], int], list[tuple[str, dict[str, Any]]]]:
+        found = self._holding(words, lambda text: all(word in text for word in words))
+        several = len(words) > 1
+
+        def rank(place: int) -> tuple[bool, bool, bool, bool, int]:
+            record = found[place][1]
+            name = ascii_lower(record["name"])
+            whole = phrase in search_text(record) if several else True
+            return (not whole, name != phrase, not name.startswith(phrase), phrase not in name, place)
+
+        leading = [found[place] for place in sorted(range(len(found)), key=rank)[:take]]
+        names = [record["name"] for _, record in found]
+        return len(found), lambda: self.count_relations_touching(names), leading
+
+    # -- finding lines ---------------------------------------------------------------------------------------
+    def _named(self, wanted: set[str], kind: str, keep: Callable[[dict[str, Any]], bool]) -> Found:
+        """The records of `kind` that `keep` takes among those naming one of `wanted` (its entity, or an end)."""
+        if len(wanted) <= NAME_NEEDLES:
+            needles = {json.dumps(name, ensure_ascii=ascii).encode() for name in wanted for ascii in (False, True)}
+            lines = self._lines(lambda window, escaped: _lines_holding_any(window, needles, escaped))
+        else:
+            written = {json.dumps(name, ensure_ascii=False)[1:-1].encode() for name in wanted}
+            lines = self._lines(lambda window, _: _lines_naming(window, kind, wanted, written))
+        return [(c, record) for c, record in self._records(lines) if record["type"] == kind and keep(record)]
+
+    def _holding(self, words: list[str], holds: Callable[[str], bool]) -> Found:
+        """The entity records whose searchable text (`search_text`, ASCII letters lower-cased) `holds`; a line can
+        hold such a record only if it holds each word's JSON spelling, ASCII letters compared without case."""
+        needles = [json.dumps(word)[1:-1].lower().encode() for word in words]
+        found = self._records(self._lines(lambda window, escaped: _lines_holding_all(window, needles, escaped)))
+        return [(c, record) for c, record in found if record["type"] == "entity" and holds(search_text(record))]
+
+    def _lines(self, find: Callable[[Window, Spans], Iterable[bytes]]) -> Iterator[tuple[Collection, bytes]]:
+        """Each line `find` picks in each window of each shard, in the order a load reads them (collection, shard,
+        line); at most SCAN_LINE_LIMIT of them, else StorageError. `find` is also given the window's lines that
+        hold a JSON escape, found once per load (the files do not change while it holds their lock)."""
+        count = 0
+        for collection in self._store.collections.values():
+            if collection.name == HISTORY:
+                continue
+            for index, stat in sorted(collection.on_disk().items()):
+                path = str(collection.names.path(index))
+                for window in _windows(path):
+                    escaped = self._escaped.get((path, stat, window.start))
+                    if escaped is None:
+                        escaped = self._escaped[path, stat, window.start] = dict(_spans(window, ESCAPES))
+                    for line in find(window, escaped):
+                        count += 1
+                        if count > SCAN_LINE_LIMIT:
+                            raise StorageError(f"more than {SCAN_LINE_LIMIT} lines to read: answering after the load")
+                        yield collection, line
+
+    def forget(self) -> None:
+        """Let go of what was found once per load (the load has ended: the files may change from now on)."""
+        self._escaped.clear()
+
+    def _records(self, lines: Iterable[tuple[Collection, bytes]]) -> Found:
+        """The records of these lines, read as a load reads them: an unreadable line is left out (the load reports
+        it), and the copies of one record (in one shard, or in several) merged in file order."""
+        merged: dict[tuple[str, Key], dict[str, Any]] = {}
+        for collection, line in lines:
+            record = _record(line, collection)
+            if record is None:
+                continue
+            key = (collection.name, record_key(record))
+            held = merged.get(key)
+            merged[key] = record if held is None else merge_records(held, record)
+        return [(collection, record) for (collection, _), record in merged.items()]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Whole lines of a mapped file: `data[start:end]` (the file's first is after a byte order mark)."""
+
+    data: mmap.mmap
+    start: int
+    end: int
+
+    def find(self, needle: bytes, position: int) -> int:
+        return self.data.find(needle, position, self.end)
+
+    def line_at(self, position: int) -> tuple[int, int]:
+        """Where the line holding `position` starts, and where it ends (its newline, or the window's end)."""
+        start = max(self.start, self.data.rfind(b"\n", self.start, position) + 1)
+        end = self.data.find(b"\n", position, self.end)
+        return start, self.end if end == -1 else end
+
+
+Spans = dict[int, int]  # a line's start -> its end
+
+
+def _windows(path: str) -> Iterator[Window]:
+    """A file mapped, CHUNK_BYTES at a time, each window ending after a line's end (the last may end without)."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if not size:
+                return
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                start = len(UTF8_BOM) if data[: len(UTF8_BOM)] == UTF8_BOM else 0
+                while start < size:
+                    cut = data.find(b"\n", min(start + CHUNK_BYTES, size) - 1)
+                    end = size if cut == -1 else cut + 1
+                    yield Window(data, start, end)
+                    _let_go(data, start, end)
+                    start = end
+    except OSError as exc:  # (the load holds the lock: only a hand edit or the disk can make this happen)
+        raise StorageError(f"cannot read {path} beside the load ({exc.strerror}): answering after the load") from exc
+
+
+def _let_go(data: mmap.mmap, start: int, end: int) -> None:
+    """The pages of a window read (the file is 389 MB at a million entities) are no longer counted as this
+    process's: they stay in the page cache, and are mapped again if read again."""
+    if hasattr(mmap, "MADV_DONTNEED"):  # (not on Windows)
+        first = start - start % mmap.PAGESIZE
+        data.madvise(mmap.MADV_DONTNEED, first, end - first)
+
+
+def _spans(window: Window, needles: Iterable[bytes]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of the window holding one of the needles (once per needle it holds)."""
+    for needle in needles:
+        position = window.find(needle, window.start)
+        while position != -1:
+            start, end = window.line_at(position)
+            yield start, end
+            position = window.find(needle, end)
+
+
+def _lines_holding_any(window: Window, needles: Iterable[bytes], escaped: Spans) -> list[bytes]:
+    """The lines of the window holding any of the needles, or a JSON escape (which may spell one otherwise)."""
+    spans = {**escaped, **dict(_spans(window, needles))}
+    return [window.data[start : spans[start]] for start in sorted(spans)]
+
+
+def _lines_holding_all(window: Window, needles: list[bytes], escaped: Spans) -> list[bytes]:
+    """The lines of the window holding every (lower-case) needle, ASCII letters compared without case, or a JSON
+    escape (which may spell a needle otherwise)."""
+    lowered = window.data[window.start : window.end].lower()  # (ASCII only: a place in it is a place in the file)
+    rarest = min(needles, key=lowered.count)
+    spans = dict(escaped)
+    position = lowered.find(rarest)
+    while position != -1:
+        start = lowered.rfind(b"\n", 0, position) + 1
+        end = lowered.find(b"\n", position)
+        end = len(lowered) if end == -1 else end
+        line = lowered[start:end]
+        if all(needle in line for needle in needles):
+            spans[window.start + start] = window.start + end
+        position = lowered.find(rarest, end)
+    return [window.data[start : spans[start]] for start in sorted(spans)]
+
+
+def _lines_naming(window: Window, kind: str, wanted: set[str], written: set[bytes]) -> list[bytes]:
+    """The lines of the window whose record of `kind` names one of `wanted` (`written`: as this code writes them),
+    and every line written otherwise than this code and the official server write records (by hand, another tool).
+
+    When every line of the window starts as they write it, and every line of `kind` was found by its pattern
+    (`_WRITTEN`: no place kept, three times faster than a match object each), the lines are put together again
+    from the pattern's groups. Else the window is read line by line."""
+    block = b"\n" + window.data[window.start : window.end]
+    pieces = _WRITTEN_PIECES[kind]
+    found = _WRITTEN[kind].findall(block)
+    heads = {other: block.count(b"\n" + written_as[0]) for other, written_as in _WRITTEN_PIECES.items()}
+    lines = block.count(b"\n") - block.endswith(b"\n")
+    if sum(heads.values()) == lines and len(found) == heads[kind]:
+        # (One test per kind, not a loop over the names: this runs for every record of the window.)
+        if kind == "relation":
+            hits = [groups for groups in found if groups[0] in written or groups[1] in written]
+        else:
+            hits = [groups for groups in found if groups[0] in written]
+        return [b"".join(part for pair in zip(pieces, groups, strict=True) for part in pair) for groups in hits]
+    others = tuple(written_as[0] for other, written_as in _WRITTEN_PIECES.items() if other != kind)
+    naming = []
+    for line in block[1:].split(b"\n"):
+        if line.startswith(pieces[0]):
+            match = _LEADING_FIELDS[kind].match(line)
+            if match is None or any(_value(raw) in wanted for raw in match.groups()):
+                naming.append(line)
+        elif line.strip() and not line.startswith(others):
+            naming.append(line)
+    return naming
+
+
+def _value(raw: bytes) -> str | None:
+    try:
+        return json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
+    except ValueError:
+        return None
+
+
+def _record(line: bytes, collection: Collection) -> dict[str, Any] | None:
+    """A line's record as a load reads it (`codec._parse_lines`), or None where the load reports a problem."""
+    try:
+        text = line.decode("utf-8").removesuffix("\r")
+        if not text.strip():
+            return None
+        item = json.loads(text)
+    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
+        return None
+    record, _ = checked_record(item, collection.check, SURROGATE_ESCAPE.search(text) is not None)
+    return record

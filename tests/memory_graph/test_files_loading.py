@@ -1,0 +1,333 @@
+"""A server on the JSON Lines files answers open_nodes and search_nodes from the files' bytes while its load is
+still under way (issue 13: a first start on a large memory parsed every line before its first answer, 45 s at a
+million entities). The load is held once it holds the folder's lock, so the reads below provably did not wait
+for it; their answers are compared with a server that loaded the same files."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lessons.model import LessonInput
+from memory_graph.app import Services, services_for_folder
+from memory_graph.model import Entity, KnowledgeGraph, Relation
+from memory_graph.storage import Store
+from memory_graph.storage import scan as scan_module
+from memory_graph.storage import store as store_module
+from memory_graph.storage.files import JOURNAL_FORMAT
+
+WAIT = 10.0  # seconds a test waits for something that should happen at once
+
+
+def relation(start: str, end: str, kind: str) -> Relation:
+    return Relation.model_validate({"from": start, "to": end, "relationType": kind})
+
+
+def names(answer: KnowledgeGraph) -> list[str]:
+    return [e.name for e in answer.entities]
+
+
+def relations(answer: KnowledgeGraph) -> set[tuple[str, str, str]]:
+    return {(r.from_, r.to, r.relationType) for r in answer.relations}
+
+
+def fill(services: Services) -> None:
+    graph = services.graph
+    graph.create_entities(
+        [
+            Entity(name="Alice", entityType="person", observations=["Likes green tea", "works on the deploy tool"]),
+            Entity(name="Bob", entityType="person", observations=["Deploys on Fridays"]),
+            Entity(name="Deploy tool", entityType="project", observations=["written in Go", "uses Terraform"]),
+            Entity(name="Teapot", entityType="thing", observations=["short and stout"]),
+            Entity(name="Zoë", entityType="person", observations=["ÉCOLE teacher", 'says "hi" \\ waves']),
+        ]
+    )
+    graph.create_relations(
+        [
+            relation("Alice", "Deploy tool", "maintains"),
+            relation("Bob", "Deploy tool", "uses"),
+            relation("Alice", "Bob", "mentors"),
+            relation("Teapot", "Alice", "belongs to"),
+            relation("Zoë", "Alice", "teaches"),
+        ]
+    )
+    services.lessons.create_lesson(
+        LessonInput(name="PORT_IN_USE", errorPattern={"type": "network", "message": "EADDRINUSE: address in use"})
+    )
+
+
+def substring_tier(services: Services, query: str) -> list[str]:
+    """What a loaded server finds holding the query (its first tier), before any ranked entity."""
+    state = services.graph.state
+    with services.store.reading():
+        return state.index.search_tiers(query, lambda name: [], state.ordinal)[0]
+
+
+class HeldLoad:
+    """A second server on the same files whose load stops, once it holds their lock, until released."""
+
+    def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch, max_response_chars: int = 80_000) -> None:
+        monkeypatch.setattr(store_module, "SCAN_MIN_BYTES", 0)  # (small files: loaded at once otherwise)
+        self.reached, self.release = threading.Event(), threading.Event()
+        original = Store._catch_up
+
+        def held(store: Store, startup: bool = False, full: bool = True) -> None:
+            if startup and not self.reached.is_set():
+                self.reached.set()
+                assert self.release.wait(WAIT * 3), "the test never released the load"
+            original(store, startup, full)
+
+        monkeypatch.setattr(Store, "_catch_up", held)
+        self.services = services_for_folder(folder, shard_lines=3, max_response_chars=max_response_chars)
+        self.services.store.opening()
+        self.loader = threading.Thread(target=self.services.store.open, daemon=True)
+        self.loader.start()
+        assert self.reached.wait(WAIT), "the load never started"
+        assert self.services.store.reads_while_loading() is not None
+
+    def finish(self) -> None:
+        self.release.set()
+        self.loader.join(WAIT)
+        assert not self.loader.is_alive()
+        assert self.services.store.reads_while_loading() is None
+
+
+def loaded_services(folder: Path, max_response_chars: int = 80_000) -> Services:
+    services = services_for_folder(folder, shard_lines=3, max_response_chars=max_response_chars)
+    services.store.open()
+    return services
+
+
+@pytest.fixture
+def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Services, HeldLoad]]:
+    fill(loaded_services(tmp_path))
+    loaded = loaded_services(tmp_path)
+    load = HeldLoad(tmp_path, monkeypatch)
+    try:
+        yield loaded, load
+    finally:
+        load.release.set()
+        load.loader.join(WAIT)
+
+
+QUERIES = ["deploy", "Deploy tool", "TEA", "tea pot", "person", "address in use", "terraform go", "EADDRINUSE:"]
+
+
+@pytest.mark.parametrize("needles", [scan_module.NAME_NEEDLES, 0])  # each name's bytes; or every record's names
+def test_reads_while_the_files_load_are_answered_from_them_like_a_loaded_server(
+    held: tuple[Services, HeldLoad], monkeypatch: pytest.MonkeyPatch, needles: int
+) -> None:
+    monkeypatch.setattr(scan_module, "NAME_NEEDLES", needles)
+    loaded, load = held
+    early = load.services.graph
+    for query in QUERIES:
+        answer = early.search_nodes(query)
+        assert sorted(names(answer)) == sorted(substring_tier(loaded, query)), query
+        assert set(names(answer)) <= set(names(loaded.graph.search_nodes(query))), query
+        shown = set(names(answer))
+        touching = {r for r in relations(loaded.graph.read_graph()) if r[0] in shown or r[1] in shown}
+        assert relations(answer) == touching, query
+    assert names(early.search_nodes("Deploy tool"))[0] == "Deploy tool"
+    assert names(early.search_nodes("tea"))[0] == names(loaded.graph.search_nodes("tea"))[0] == "Teapot"
+    for wanted in (["Teapot", "Alice", "missing", "PORT_IN_USE", "Alice"], ["Zoë"], ["Bob", "Deploy tool"]):
+        assert early.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
+    assert load.loader.is_alive()  # all of it answered while the load was held
+    load.finish()
+    for query in QUERIES:
+        assert early.search_nodes(query) == loaded.graph.search_nodes(query), query
+
+
+def test_a_cut_answer_while_the_files_load_counts_what_a_loaded_server_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memory_graph.graph.LOADING_LEADING", 30)
+    filler = loaded_services(tmp_path, max_response_chars=2_000)
+    many = [Entity(name=f"Service {i}", entityType="service", observations=[f"port {8000 + i}"]) for i in range(60)]
+    filler.graph.create_entities(many)
+    filler.graph.create_relations([relation(f"Service {i}", f"Service {i + 1}", "calls") for i in range(59)])
+    loaded = loaded_services(tmp_path, max_response_chars=2_000)
+    load = HeldLoad(tmp_path, monkeypatch, max_response_chars=2_000)
+    try:
+        for query in ["service", "service port", "Service 5"]:
+            answer, expected = load.services.graph.search_nodes(query), loaded.graph.search_nodes(query)
+            tier = set(substring_tier(loaded, query))
+            assert answer.truncated is not None and expected.truncated is not None, query
+            assert answer.truncated.totalEntities == len(tier) <= expected.truncated.totalEntities, query
+            with loaded.store.reading():
+                every_relation = set(loaded.graph.state.relations)
+            touching = {r for r in every_relation if r[0] in tier or r[1] in tier}
+            assert answer.truncated.totalRelations == len(touching), query
+            assert names(answer) == names(expected), query
+            assert answer.relations == expected.relations, query
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
+def spellings(record: dict[str, Any], rng: random.Random) -> str:
+    """One line for a record, as some writer might have written it: keys in another order, spaces, non-ASCII
+    escaped, the solidus escaped, no `type` (the reader takes a complete record without one), a CRLF ending."""
+    items = list(record.items())
+    if rng.random() < 0.2:
+        rng.shuffle(items)
+    if rng.random() < 0.1:
+        items = [(k, v) for k, v in items if k != "type"]
+    separators = (", ", ": ") if rng.random() < 0.2 else (",", ":")
+    line = json.dumps(dict(items), ensure_ascii=rng.random() < 0.3, separators=separators)
+    if rng.random() < 0.1:
+        line = line.replace("/", "\\/")
+    if rng.random() < 0.05:
+        line = " " + line
+    return line + ("\r" if rng.random() < 0.05 else "")
+
+
+NAMES = ["Alice", "Bob", "Zoë", "a/b", 'say "hi"', "back\\slash", "tab\there", "日本", "relation", "entity", "x"]
+
+
+def hostile_memory(path: Path, seed: int) -> list[str]:
+    """A memory file written by several hands: every spelling above, records written twice (merged by a load),
+    blank and unreadable lines, a byte order mark, objects inside observations that look like records."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+    for name in NAMES:
+        observations = [rng.choice(["plain", "see " + rng.choice(NAMES), '{"type":"relation","from":"Bob"}'])]
+        record = {"type": "entity", "name": name, "entityType": rng.choice(["person", "entity"]), "observations": []}
+        record["observations"] = observations
+        lines.append(spellings(record, rng))
+        if rng.random() < 0.3:  # written again, with another observation: the load merges the two
+            lines.append(spellings({**record, "observations": ["again " + name]}, rng))
+    for _ in range(25):
+        start, end = rng.choice(NAMES), rng.choice(NAMES)
+        kind = rng.choice(["knows", "relation", "works with"])
+        lines.append(spellings({"type": "relation", "from": start, "to": end, "relationType": kind}, rng))
+    lines.insert(rng.randrange(len(lines)), "")
+    lines.insert(rng.randrange(len(lines)), '{"type":"entity","name":"broken"')
+    lines.insert(
+        rng.randrange(len(lines)),
+        json.dumps({"type": "entity", "name": "Nested", "entityType": "t", "observations": [], "meta": {}})[:-1]
+        + ',"x":{"type":"relation","from":"Alice","to":"Bob","relationType":"r"}}',
+    )
+    path.write_text("\ufeff" + "\n".join(lines) + "\n", encoding="utf-8")
+    return NAMES
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_reads_while_loading_read_every_spelling_of_a_record_as_the_load_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    every = hostile_memory(tmp_path / "memory.json", seed)
+    loaded = loaded_services(tmp_path)
+    monkeypatch.setattr(scan_module, "NAME_NEEDLES", seed % 3 * 8)  # 0 and 8: both ways of finding names
+    load = HeldLoad(tmp_path, monkeypatch)
+    rng = random.Random(seed)
+    try:
+        for wanted in ([name] for name in [*every, "Nested", "missing"]):
+            assert load.services.graph.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
+        for _ in range(5):
+            wanted = rng.sample(every, rng.randrange(2, len(every)))
+            assert load.services.graph.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
+        for query in ["see", "PLAIN", "again", "say", "person", "Bob", "slash"]:
+            assert sorted(names(load.services.graph.search_nodes(query))) == sorted(substring_tier(loaded, query))
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
+def waits_for_the_load(load: HeldLoad, read: Callable[[], Any]) -> Any:
+    """The read's answer, which must not come before the held load is released."""
+    done: list[Any] = []
+    waiting = threading.Thread(target=lambda: done.append(read()), daemon=True)
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive() and not done, "the read was answered before the load"
+    load.finish()
+    waiting.join(WAIT)
+    return done[0]
+
+
+def test_a_read_that_would_parse_too_many_lines_waits_for_the_load(
+    held: tuple[Services, HeldLoad], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded, load = held
+    monkeypatch.setattr(scan_module, "SCAN_LINE_LIMIT", 2)
+    answer = waits_for_the_load(load, lambda: load.services.graph.open_nodes(["Alice"]))
+    assert answer == loaded.graph.open_nodes(["Alice"])
+
+
+def test_files_a_crash_left_half_committed_are_not_read_until_the_load_finished_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(loaded_services(tmp_path))
+    loaded = loaded_services(tmp_path)
+    journal = loaded.store.journal  # type: ignore[attr-defined]
+    # A decided commit with nothing left to put in place: its being there says the files may be half written.
+    journal.write_text(json.dumps({"format": JOURNAL_FORMAT, "writes": []}))
+    load = HeldLoad(tmp_path, monkeypatch)
+    answer = waits_for_the_load(load, lambda: load.services.graph.open_nodes(["Alice"]))
+    assert answer == loaded.graph.open_nodes(["Alice"])
+    assert not journal.exists()
+
+
+def test_a_small_memory_is_loaded_before_any_read(tmp_path: Path) -> None:
+    # Below SCAN_MIN_BYTES the load is over sooner than a read could make up for what it leaves out (the ranked
+    # entities of a search): reads wait for it.
+    fill(loaded_services(tmp_path))
+    services = services_for_folder(tmp_path)
+    services.store.opening()
+    assert services.store.reads_while_loading() is not None  # a load is expected ...
+    services.store.open()
+    assert services.store.reads_while_loading() is None  # ... and, once over, no read is answered beside it
+    assert not services.store.reads_beside.expected  # type: ignore[attr-defined]
+
+
+def test_the_load_keeps_the_lock_until_the_reads_beside_it_have_ended(
+    held: tuple[Services, HeldLoad], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read still in the files when the load ends: the load lets the lock go (and another process may write)
+    # only once the read is done.
+    loaded, load = held
+    in_the_files, go_on = threading.Event(), threading.Event()
+    original = scan_module.ShardScan._records
+
+    def slow(scan: scan_module.ShardScan, lines: Any) -> Any:
+        in_the_files.set()
+        assert go_on.wait(WAIT * 3)
+        return original(scan, lines)
+
+    monkeypatch.setattr(scan_module.ShardScan, "_records", slow)
+    done: list[KnowledgeGraph] = []
+    reader = threading.Thread(target=lambda: done.append(load.services.graph.open_nodes(["Bob"])), daemon=True)
+    reader.start()
+    assert in_the_files.wait(WAIT)
+    load.release.set()
+    load.loader.join(0.5)
+    assert load.loader.is_alive(), "the load let the files go while a read was in them"
+    go_on.set()
+    reader.join(WAIT)
+    load.loader.join(WAIT)
+    assert not load.loader.is_alive()
+    assert done == [loaded.graph.open_nodes(["Bob"])]
+
+
+def test_a_read_arriving_before_the_load_holds_the_files_waits_for_it_then_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(loaded_services(tmp_path))
+    loaded = loaded_services(tmp_path)
+    monkeypatch.setattr(store_module, "SCAN_MIN_BYTES", 0)
+    services = services_for_folder(tmp_path, shard_lines=3)
+    services.store.opening()  # said before the load's thread starts, as the server says it
+    done: list[KnowledgeGraph] = []
+    reader = threading.Thread(target=lambda: done.append(services.graph.open_nodes(["Teapot"])), daemon=True)
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # waiting for the load to take the lock
+    services.store.open()
+    reader.join(WAIT)
+    assert done == [loaded.graph.open_nodes(["Teapot"])]
