@@ -234,6 +234,13 @@ def test_reads_while_loading_read_every_spelling_of_a_record_as_the_load_does(
             assert load.services.graph.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
         for query in ["see", "PLAIN", "again", "say", "person", "Bob", "slash"]:
             assert sorted(names(load.services.graph.search_nodes(query))) == sorted(substring_tier(loaded, query))
+        reads = load.services.store.reads_while_loading()
+        assert reads is not None
+        with reads.answering():
+            for wanted in [every, *(rng.sample(every, rng.randrange(1, len(every))) for _ in range(5))]:
+                with loaded.store.reading():
+                    expected = loaded.graph.state.count_relations_touching(wanted)
+                assert reads.count_relations_touching(wanted) == expected, wanted
         assert load.loader.is_alive()
     finally:
         load.finish()
@@ -331,3 +338,30 @@ def test_a_read_arriving_before_the_load_holds_the_files_waits_for_it_then_reads
     services.store.open()
     reader.join(WAIT)
     assert done == [loaded.graph.open_nodes(["Teapot"])]
+
+
+@pytest.mark.parametrize("needles", [scan_module.NAME_NEEDLES, 0])
+def test_names_this_code_writes_with_escapes_are_read_beside_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, needles: int
+) -> None:
+    # This code's own lines, where a name with a quote, a backslash or a tab is written with an escape: a window
+    # holding one is read line by line, the others by their pattern.
+    filler = loaded_services(tmp_path)
+    filler.graph.create_entities([Entity(name=name, entityType="person", observations=["seen"]) for name in NAMES])
+    rng = random.Random(7)
+    filler.graph.create_relations(
+        [relation(rng.choice(NAMES), rng.choice(NAMES), rng.choice(["knows", "relation"])) for _ in range(40)]
+    )
+    loaded = loaded_services(tmp_path)
+    monkeypatch.setattr(scan_module, "NAME_NEEDLES", needles)
+    load = HeldLoad(tmp_path, monkeypatch)
+    try:
+        for wanted in [NAMES, *([name] for name in NAMES), *(rng.sample(NAMES, 4) for _ in range(5))]:
+            assert load.services.graph.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
+            reads = load.services.store.reads_while_loading()
+            assert reads is not None
+            with reads.answering(), loaded.store.reading():
+                assert reads.count_relations_touching(wanted) == loaded.graph.state.count_relations_touching(wanted)
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
