@@ -1133,13 +1133,18 @@ class GraphService:
             # cut anyway). One word with spaces around it must be found whole inside one field: not a test the
             # database's joined text can make.
             total, touching, found = reads.leading_matches(words, phrase, LOADING_LEADING)
-            if total > len(found):
+            if total > len({record["name"] for _, record in found}):  # (a name two collections hold is one entity)
                 counted = Matched(total, touching)
         else:
             matching = reads.matching(fragments, LOADING_MATCH_LIMIT)
             if matching is None:
                 return None
             found = matching
+        # A shared lesson this project hides behind an entity of its own name holds the words, the entity may not:
+        # the entity is heard too, so the state hides the lesson as a loaded one does.
+        hidden_by = [record["name"] for collection, record in found if collection == LESSONS]
+        if hidden_by:
+            found = [*found, *((c, record) for c, record in reads.entities(hidden_by) if c != LESSONS)]
         state = GraphState.of(found, [])
         state.index.index_some(len(found))
         first, _ = state.index.search_tiers(query, lambda name: [], state.ordinal)

@@ -261,13 +261,17 @@ PARSE_SLICE = 2_000
 def parse_all_at_once(lines: list[str]) -> list[Any] | None:
     """All lines as one JSON array (one C call instead of one per line), or None if any line is not exactly
     one JSON object; the caller then parses line by line to say which line is wrong."""
-    items: list[Any] = []
+    wrapped: list[Any] = []
     try:
         # In slices: one call holds the interpreter throughout, and a database server answers reads from another
-        # thread while it loads (`ReadsWhileLoading`).
+        # thread while it loads (`ReadsWhileLoading`). Each line in brackets of its own: joined with commas alone,
+        # a line left open (`{"name":"A","observations":["o"`) was closed by the next (`"p"]}, {"name":"B"}`), and
+        # two unreadable lines read as two records. A line left open now meets a `],[` it cannot hold (inside an
+        # object) or leaves its brackets holding other than one object: either way, read line by line.
         for start in range(0, len(lines), PARSE_SLICE):
-            items.extend(json.loads("[" + ",".join(lines[start : start + PARSE_SLICE]) + "]"))
-    except (ValueError, RecursionError):  # ValueError: also an integer too long to convert
+            wrapped.extend(json.loads("[[" + "],[".join(lines[start : start + PARSE_SLICE]) + "]]"))
+        items = [item for (item,) in wrapped]  # (a pair of brackets holding other than one value: ValueError)
+    except (ValueError, TypeError, RecursionError):  # ValueError: also an integer too long to convert
         return None
     if len(items) != len(lines) or not all(type(item) is dict for item in items):
         return None

@@ -3,37 +3,36 @@
 A first start on a large memory parses every line before it can answer (45 s at a million entities), and a
 restart restores its snapshot (0.5 s at 100k, 8-10 s at a million). A client's first open_nodes or search
 needs a few records of all of them: those are found by searching the files' bytes for what the records must
-hold (a name's JSON string, a query's words), and only the lines holding it are parsed, by the load's own rules
-(`checked_record`, copies of one record merged with `merge_records`).
+hold (a name's JSON string, a query's words), and only the lines holding it are parsed, by the load's own parser
+(`codec.parse_text`), copies of one record merged with `merge_records`.
 
-Exact, or refused: a line can spell a name or a word otherwise only through a JSON escape (`\\u00e9`, `\\/`), so
-every line holding one is parsed too; a read that would parse more than SCAN_LINE_LIMIT lines raises
-StorageError, and the caller waits for the load. The files are still throughout: the load holds their lock while
-these reads run (`ReadsBesideLoad`, gated), and lets it go only once they have ended.
+Exact, or refused: a line can spell a name or a word otherwise than this code writes it only through a JSON
+escape (`\\u00e9`, `\\/`), so every line holding one is parsed too; a read that would parse more than
+SCAN_LINE_LIMIT lines raises StorageError, and the caller waits for the load. The files are still throughout: the
+load holds their lock while these reads run (`ReadsBesideLoad`, gated), and lets it go only once they have ended.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from memory_graph.errors import StorageError
 from memory_graph.storage.codec import (
     HISTORY,
-    SURROGATE_ESCAPE,
     UTF8_BOM,
     Key,
     ascii_lower,
-    checked_record,
     merge_records,
+    parse_text,
     record_key,
     search_text,
+    without_lone_surrogates,
 )
 
 if TYPE_CHECKING:
@@ -44,9 +43,10 @@ CHUNK_BYTES = 8 << 20  # a file is searched this much at a time (the official se
 # Lines parsed for one read at most: past it, parsing them is a good part of the load itself.
 SCAN_LINE_LIMIT = 50_000
 # Up to this many names a read searches for each name's bytes; for more, it reads every record's names instead
-# (one pass, about 1 s per million relations) rather than one pass per name.
+# (one pass, about 0.1 s per 200,000 records) rather than one pass per name.
 NAME_NEEDLES = 16
-# The only ways JSON can write a name's or a word's characters otherwise: a \u escape, an escaped solidus.
+# The only ways JSON can write a name's or a word's characters otherwise than this code (`dump_line`) does: a \u
+# escape, an escaped solidus (a quote, a backslash and the control characters have one spelling short of \u).
 ESCAPES = (b"\\u", b"\\/")
 _VALUE = rb'"((?:[^"\\\n]|\\.)*)"'
 # How this code and the official server write a record's first fields, which name its entity or its ends: the
@@ -60,6 +60,10 @@ _WRITTEN = {
     kind: re.compile(b"\n" + rb'([^"\\\n]*)'.join(re.escape(piece) for piece in pieces) + rb"([^\n]*)")
     for kind, pieces in _WRITTEN_PIECES.items()
 }
+# The keys that name a record of each kind, and its type: written once in each of its lines (JSON keeps a key's
+# last value, so a line that holds one twice is read whole; a lesson's error pattern has a type too).
+_NAMING_KEYS = {"entity": (b'"name":',), "relation": (b'"from":', b'"to":')}
+_TYPE_KEY = b'"type":'
 # What follows a relation's ends when the line holds nothing else (its type has no escape).
 _PLAIN_RELATION_TYPE = re.compile(rb',"relationType":"([^"\\\n]*)"\}\r?')
 # ... and the same first fields with escapes in the names, matched at a line's start.
@@ -96,7 +100,7 @@ class ShardScan:
         wanted = set(names)
         if len(wanted) <= NAME_NEEDLES:
             return len({record_key(record) for _, record in self.relations_touching(names)})
-        written = _as_written(wanted)
+        written = _spelled_all(wanted)
         keys: set[Key] = set()
         lines: list[tuple[Collection, bytes]] = []
         for collection, window, _ in self._windows():
@@ -134,27 +138,45 @@ class ShardScan:
             whole = phrase in search_text(record) if several else True
             return (not whole, name != phrase, not name.startswith(phrase), phrase not in name, place)
 
-        leading = [found[place] for place in sorted(range(len(found)), key=rank)[:take]]
-        names = [record["name"] for _, record in found]
-        return len(found), lambda: self.count_relations_touching(names), leading
+        # Names, not records: a shared lesson and this project's entity of one name are one entity of the graph
+        # (which of them shows is the graph's to say, so both come).
+        ranked = [found[place] for place in sorted(range(len(found)), key=rank)]
+        chosen = set(list(dict.fromkeys(record["name"] for _, record in ranked))[:take])
+        names = list(dict.fromkeys(record["name"] for _, record in found))
+        leading = [(c, record) for c, record in ranked if record["name"] in chosen]
+        return len(names), lambda: self.count_relations_touching(names), leading
 
     # -- finding lines ---------------------------------------------------------------------------------------
     def _named(self, wanted: set[str], kind: str, keep: Callable[[dict[str, Any]], bool]) -> Found:
         """The records of `kind` that `keep` takes among those naming one of `wanted` (its entity, or an end)."""
+        written = _spelled_all(wanted)
         if len(wanted) <= NAME_NEEDLES:
-            needles = {json.dumps(name, ensure_ascii=ascii).encode() for name in wanted for ascii in (False, True)}
+            needles = [b'"' + name + b'"' for name in written]
             lines = self._lines(lambda window, escaped: _lines_holding_any(window, needles, escaped))
         else:
-            written = _as_written(wanted)
             lines = self._lines(lambda window, _: _lines_naming(window, kind, wanted, written))
         return [(c, record) for c, record in self._records(lines) if record["type"] == kind and keep(record)]
 
     def _holding(self, words: list[str], holds: Callable[[str], bool]) -> Found:
-        """The entity records whose searchable text (`search_text`, ASCII letters lower-cased) `holds`; a line can
-        hold such a record only if it holds each word's JSON spelling, ASCII letters compared without case."""
-        needles = [json.dumps(word)[1:-1].lower().encode() for word in words]
-        found = self._records(self._lines(lambda window, escaped: _lines_holding_all(window, needles, escaped)))
-        return [(c, record) for c, record in found if record["type"] == "entity" and holds(search_text(record))]
+        """The entity records whose searchable text (`search_text`, ASCII letters lower-cased) `holds`. A record
+        can hold the words only if some line of it (a record may be written more than once: the load merges the
+        copies) holds the rarest word's spelling, ASCII letters compared without case: the names of those lines'
+        entities are read again whole, every copy, and their merged records judged."""
+        needles = [spelled.lower() for spelled in _spelled_all(set(words))]
+        if len(needles) < len(set(words)):
+            return []  # (a word no UTF-8 text holds: a lone surrogate)
+        # One word for every window (the longest, likely the rarest): a record's copies may lie in two windows,
+        # each holding some of the words, and only a word the merged record holds in full is sure to be in one.
+        needle = max(needles, key=len)
+        lines = self._lines(lambda window, escaped: _lines_holding_lowered(window, needle, escaped))
+        names = [record["name"] for _, record in self._records(lines) if record["type"] == "entity"]
+        found = self.entities(names)
+        # A name several collections hold is the first's record in the graph (this project's entity hides a shared
+        # lesson of its name): that one is judged, and all come, for the graph to hide the others as it does.
+        shown: dict[str, dict[str, Any]] = {}
+        for _, record in found:
+            shown.setdefault(record["name"], record)
+        return [(c, record) for c, record in found if holds(search_text(shown[record["name"]]))]
 
     def _lines(self, find: Callable[[Window, Spans], Iterable[bytes]]) -> Iterator[tuple[Collection, bytes]]:
         """Each line `find` picks in each window of each shard, in the order a load reads them (collection, shard,
@@ -173,10 +195,10 @@ class ShardScan:
                 continue
             for index, stat in sorted(collection.on_disk().items()):
                 path = str(collection.names.path(index))
-                for window in _windows(path):
-                    escaped = self._escaped.get((path, stat, window.start))
+                for offset, window in _windows(path):
+                    escaped = self._escaped.get((path, stat, offset))
                     if escaped is None:
-                        escaped = self._escaped[path, stat, window.start] = dict(_spans(window, ESCAPES))
+                        escaped = self._escaped[path, stat, offset] = dict(_spans(window, ESCAPES))
                     yield collection, window, escaped
 
     def forget(self) -> None:
@@ -184,24 +206,26 @@ class ShardScan:
         self._escaped.clear()
 
     def _records(self, lines: Iterable[tuple[Collection, bytes]]) -> Found:
-        """The records of these lines, read as a load reads them: an unreadable line is left out (the load reports
-        it), and the copies of one record (in one shard, or in several) merged in file order."""
+        """The records of these lines, read as a load reads them (`parse_text`: an unreadable line is left out, the
+        load reports it), and the copies of one record (in one shard, or in several) merged in file order."""
         merged: dict[tuple[str, Key], dict[str, Any]] = {}
-        for collection, line in lines:
-            record = _record(line, collection)
-            if record is None:
-                continue
-            key = (collection.name, record_key(record))
-            held = merged.get(key)
-            merged[key] = record if held is None else merge_records(held, record)
+        for collection, group in groupby(lines, key=lambda item: item[0]):
+            texts = []
+            for _, line in group:
+                with suppress(UnicodeDecodeError):  # (not UTF-8: a line the load reports, and leaves out)
+                    texts.append(line.decode("utf-8"))
+            parsed = parse_text(collection.names.main_path, "\n".join(texts), collection.check)
+            for key, record, _ in parsed.records:
+                held = merged.get((collection.name, key))
+                merged[collection.name, key] = record if held is None else merge_records(held, record)
         return [(collection, record) for (collection, _), record in merged.items()]
 
 
 @dataclass(frozen=True)
 class Window:
-    """Whole lines of a mapped file: `data[start:end]` (the file's first is after a byte order mark)."""
+    """Whole lines of a file: `data[start:end]`."""
 
-    data: mmap.mmap
+    data: bytes
     start: int
     end: int
 
@@ -218,31 +242,25 @@ class Window:
 Spans = dict[int, int]  # a line's start -> its end
 
 
-def _windows(path: str) -> Iterator[Window]:
-    """A file mapped, CHUNK_BYTES at a time, each window ending after a line's end (the last may end without)."""
+def _windows(path: str) -> Iterator[tuple[int, Window]]:
+    """A file read CHUNK_BYTES at a time (plain reads, not a map: a file cut short by a hand edit meanwhile would
+    kill the process with SIGBUS), each window ending after a line's end (the last may end without), with its
+    place in the file."""
     try:
         with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if not size:
-                return
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                start = len(UTF8_BOM) if data[: len(UTF8_BOM)] == UTF8_BOM else 0
-                while start < size:
-                    cut = data.find(b"\n", min(start + CHUNK_BYTES, size) - 1)
-                    end = size if cut == -1 else cut + 1
-                    yield Window(data, start, end)
-                    _let_go(data, start, end)
-                    start = end
+            rest = handle.read(len(UTF8_BOM)).removeprefix(UTF8_BOM)
+            offset = 0
+            while piece := handle.read(CHUNK_BYTES):
+                data = rest + piece
+                cut = data.rfind(b"\n") + 1
+                if cut:
+                    yield offset, Window(data, 0, cut)
+                    offset += cut
+                rest = data[cut:]
+            if rest:
+                yield offset, Window(rest, 0, len(rest))
     except OSError as exc:  # (the load holds the lock: only a hand edit or the disk can make this happen)
         raise StorageError(f"cannot read {path} beside the load ({exc.strerror}): answering after the load") from exc
-
-
-def _let_go(data: mmap.mmap, start: int, end: int) -> None:
-    """The pages of a window read (the file is 389 MB at a million entities) are no longer counted as this
-    process's: they stay in the page cache, and are mapped again if read again."""
-    if hasattr(mmap, "MADV_DONTNEED"):  # (not on Windows)
-        first = start - start % mmap.PAGESIZE
-        data.madvise(mmap.MADV_DONTNEED, first, end - first)
 
 
 def _spans(window: Window, needles: Iterable[bytes]) -> Iterator[tuple[int, int]]:
@@ -261,21 +279,12 @@ def _lines_holding_any(window: Window, needles: Iterable[bytes], escaped: Spans)
     return [window.data[start : spans[start]] for start in sorted(spans)]
 
 
-def _lines_holding_all(window: Window, needles: list[bytes], escaped: Spans) -> list[bytes]:
-    """The lines of the window holding every (lower-case) needle, ASCII letters compared without case, or a JSON
-    escape (which may spell a needle otherwise)."""
-    lowered = window.data[window.start : window.end].lower()  # (ASCII only: a place in it is a place in the file)
-    rarest = min(needles, key=lowered.count)
-    spans = dict(escaped)
-    position = lowered.find(rarest)
-    while position != -1:
-        start = lowered.rfind(b"\n", 0, position) + 1
-        end = lowered.find(b"\n", position)
-        end = len(lowered) if end == -1 else end
-        line = lowered[start:end]
-        if all(needle in line for needle in needles):
-            spans[window.start + start] = window.start + end
-        position = lowered.find(rarest, end)
+def _lines_holding_lowered(window: Window, needle: bytes, escaped: Spans) -> list[bytes]:
+    """The lines of the window holding the (lower-case) needle, ASCII letters compared without case, or a JSON
+    escape (which may spell it otherwise)."""
+    # (ASCII only: the same length, so a place in it is a place in the window.)
+    lowered = Window(window.data[window.start : window.end].lower(), 0, window.end - window.start)
+    spans = {**escaped, **{window.start + start: window.start + end for start, end in _spans(lowered, [needle])}}
     return [window.data[start : spans[start]] for start in sorted(spans)]
 
 
@@ -287,9 +296,14 @@ def _at_most(lines: Iterable[tuple[Collection, bytes]]) -> Iterator[tuple[Collec
         yield line
 
 
-def _as_written(names: set[str]) -> set[bytes]:
-    """Each name as this code and the official server write it inside a JSON string."""
-    return {json.dumps(name, ensure_ascii=False)[1:-1].encode() for name in names}
+def _spelled_all(texts: set[str]) -> set[bytes]:
+    """Each text as this code (`dump_line`) and the official server write it inside a JSON string; a text no UTF-8
+    file can hold (a lone surrogate: the load reads one as U+FFFD) is left out, as it matches nothing."""
+    spelled = set()
+    for text in texts:
+        with suppress(UnicodeEncodeError):
+            spelled.add(json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8"))
+    return spelled
 
 
 def _lines_naming(window: Window, kind: str, wanted: set[str], written: set[bytes]) -> list[bytes]:
@@ -305,16 +319,21 @@ def _naming(
     """(the pattern's groups of each line of `kind` written the usual way that names one of `wanted`, the other
     lines to read whole), one of the two empty.
 
-    When every line of the window starts as this code and the official server write a record, and every line of
-    `kind` was found by its pattern (`_WRITTEN`: no place kept, three times faster than a match object each), the
-    groups, from which each line can be put together again (`_put_together`). Else the window is read line by
-    line: the lines of `kind` whose leading fields name one of `wanted` (escapes read), and every line written
-    otherwise (by hand, by another tool)."""
+    When every line of the window starts as this code and the official server write a record, every line of
+    `kind` was found by its pattern (`_WRITTEN`: no place kept, three times faster than a match object each) and
+    holds each naming key once, the groups, from which each line can be put together again (`_put_together`).
+    Else the window is read line by line: the lines of `kind` whose leading fields name one of `wanted` (escapes
+    read), and every line written otherwise (by hand, by another tool)."""
     block = b"\n" + window.data[window.start : window.end]
     found = _WRITTEN[kind].findall(block)
     heads = {other: block.count(b"\n" + pieces[0]) for other, pieces in _WRITTEN_PIECES.items()}
     lines = block.count(b"\n") - block.endswith(b"\n")
-    if sum(heads.values()) == lines and len(found) == heads[kind]:
+    if (
+        sum(heads.values()) == lines
+        and len(found) == heads[kind]
+        and block.count(_TYPE_KEY) == lines
+        and all(block.count(key) == heads[kind] for key in _NAMING_KEYS[kind])
+    ):
         # (One test per kind, not a loop over the names: this runs for every record of the window.)
         if kind == "relation":
             return [groups for groups in found if groups[0] in written or groups[1] in written], []
@@ -325,10 +344,14 @@ def _naming(
     for line in block[1:].split(b"\n"):
         if line.startswith(head):
             match = _LEADING_FIELDS[kind].match(line)
-            if match is None or any(_value(raw) in wanted for raw in match.groups()):
+            if (
+                match is None
+                or any(line.count(key) > 1 for key in (_TYPE_KEY, *_NAMING_KEYS[kind]))
+                or any(_value(raw) in wanted for raw in match.groups())
+            ):
                 naming.append(line)
-        elif line.strip() and not line.startswith(others):
-            naming.append(line)
+        elif line.strip() and not (line.startswith(others) and line.count(_TYPE_KEY) == 1):
+            naming.append(line)  # (written otherwise, or another kind's beginning with a second type)
     return [], naming
 
 
@@ -337,20 +360,9 @@ def _put_together(kind: str, groups: tuple[bytes, ...]) -> bytes:
 
 
 def _value(raw: bytes) -> str | None:
+    """A name as the load reads it (a lone surrogate escape made U+FFFD), or None when it is not readable."""
     try:
-        return json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
+        value = json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
     except ValueError:
         return None
-
-
-def _record(line: bytes, collection: Collection) -> dict[str, Any] | None:
-    """A line's record as a load reads it (`codec._parse_lines`), or None where the load reports a problem."""
-    try:
-        text = line.decode("utf-8").removesuffix("\r")
-        if not text.strip():
-            return None
-        item = json.loads(text)
-    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
-        return None
-    record, _ = checked_record(item, collection.check, SURROGATE_ESCAPE.search(text) is not None)
-    return record
+    return without_lone_surrogates(value)

@@ -365,3 +365,110 @@ def test_names_this_code_writes_with_escapes_are_read_beside_the_load(
         assert load.loader.is_alive()
     finally:
         load.finish()
+
+
+def line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def entity_line(name: str, kind: str, observations: list[str]) -> str:
+    return line({"type": "entity", "name": name, "entityType": kind, "observations": observations})
+
+
+def test_a_record_written_twice_is_searched_as_the_load_merges_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The official server writes an entity again when one call names it twice: the load merges the copies (the
+    # first's fields, every observation), so a search judges the merged record, whichever copy holds the words.
+    (tmp_path / "memory.json").write_text(
+        entity_line("Alice", "person", ["likes tea"])
+        + "\n"
+        + entity_line("Bob", "person", ["drinks tea too"])
+        + "\n"
+        + entity_line("Alice", "robot", ["works on deploy"])
+        + "\n"
+    )
+    loaded = loaded_services(tmp_path)
+    load = HeldLoad(tmp_path, monkeypatch)
+    try:
+        alice = loaded.graph.open_nodes(["Alice"]).entities
+        for query in ["deploy", "tea deploy", "tea"]:
+            answer = load.services.graph.search_nodes(query)
+            assert names(answer) == substring_tier(loaded, query), query
+            assert [e for e in answer.entities if e.name == "Alice"] == alice, query
+        assert names(load.services.graph.search_nodes("tea deploy")) == ["Alice"]
+        assert load.services.graph.search_nodes("deploy").entities[0].entityType == "person"
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+    # "robot" is no entity's type once merged: no substring match, so the search waited for the load.
+    assert loaded.graph.search_nodes("robot").entities == []
+
+
+def test_a_shared_lesson_this_project_hides_is_hidden_in_a_search_beside_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lesson = {"type": "entity", "name": "Alice", "entityType": "lesson", "observations": ["a lesson"]}
+    lesson["errorPattern"] = {"type": "network", "message": "EADDRINUSE address in use", "context": ""}
+    (tmp_path / "memory.json").write_text(
+        entity_line("Alice", "person", ["the project's own, in use"])
+        + "\n"
+        + entity_line("Bob", "person", ["keeps an address book"])
+        + "\n"
+    )
+    (tmp_path / "lesson.json").write_text(line(lesson) + "\n")
+    loaded = loaded_services(tmp_path)
+    load = HeldLoad(tmp_path, monkeypatch)
+    try:
+        for query in ["in use", "alice", "address"]:  # (the last: held by the hidden lesson, not by this Alice)
+            answer = load.services.graph.search_nodes(query)
+            assert names(answer) == substring_tier(loaded, query), query
+            assert {e.entityType for e in answer.entities} == {"person"}, query
+        assert names(load.services.graph.search_nodes("address")) == ["Bob"]
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
+def test_hand_written_oddities_read_beside_the_load_as_the_load_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    others = [entity_line(f"other {i}", "t", []) for i in range(scan_module.NAME_NEEDLES)]
+    (tmp_path / "memory.json").write_text(
+        "\n".join(
+            [
+                entity_line("C", "t", ["abc\x7fdef"]),  # DEL, which this code writes as it is
+                *others,
+                '{"type":"relation","from":"A","to":"B","relationType":"r","to":"C"}',  # a key twice: the last wins
+                '{"type":"entity","name":"D","entityType":"t","observations":[],"type":"relation","from":"C","to":"X",'
+                '"relationType":"s"}',  # an entity's beginning, a relation once read
+                '{"type":"entity","name":"lone \\ud83d","entityType":"t","observations":[]}',  # read as U+FFFD
+            ]
+        )
+        + "\n"
+    )
+    loaded = loaded_services(tmp_path)
+    load = HeldLoad(tmp_path, monkeypatch)
+    many = ["C", "D", "lone \ufffd", *[f"other {i}" for i in range(scan_module.NAME_NEEDLES)]]
+    try:
+        for wanted in (["C"], many, ["x\ud83d"], ["lone \ud83d"], ["lone \ufffd"]):
+            assert load.services.graph.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
+        assert relations(load.services.graph.open_nodes(many)) == {("A", "C", "r"), ("C", "X", "s")}
+        assert names(load.services.graph.search_nodes("abc\x7fdef")) == ["C"]
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
+def test_two_broken_lines_are_two_problems_not_two_records(tmp_path: Path) -> None:
+    # Parsed a slice at a time as one JSON array, a line left open was once closed by the next: two unreadable
+    # lines read as two records, and neither was reported.
+    (tmp_path / "memory.json").write_text(
+        '{"type":"entity","name":"Joined","entityType":"t","observations":["o"\n'
+        '"p"]}, {"type":"entity","name":"Second","entityType":"t","observations":[]}\n'
+        + entity_line("Fine", "t", [])
+        + "\n"
+    )
+    loaded = loaded_services(tmp_path)
+    assert names(loaded.graph.read_graph()) == ["Fine"]
+    assert [problem.line_number for problem in loaded.store.problems()] == [1, 2]  # type: ignore[attr-defined]
