@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
@@ -49,23 +49,27 @@ NAME_NEEDLES = 16
 # escape, an escaped solidus (a quote, a backslash and the control characters have one spelling short of \u).
 ESCAPES = (b"\\u", b"\\/")
 _VALUE = rb'"((?:[^"\\\n]|\\.)*)"'
+_PLAIN = rb'"([^"\\\n]*)"'  # (a value without escapes)
 # How this code and the official server write a record's first fields, which name its entity or its ends: the
-# pieces of text around the names, and a pattern finding a line so written (names without escapes, after a
-# newline) with the rest of the line, from which the line is put together again.
+# pieces of text around the names, and a pattern finding the names of a line so written (without escapes, after a
+# newline). Only the names are made into strings (a million entities' lines: 1M small strings, not 1M lines); the
+# lines of those wanted are found again from their beginning.
 _WRITTEN_PIECES = {
     "entity": (b'{"type":"entity","name":"', b'"'),
     "relation": (b'{"type":"relation","from":"', b'","to":"', b'"'),
 }
 _WRITTEN = {
-    kind: re.compile(b"\n" + rb'([^"\\\n]*)'.join(re.escape(piece) for piece in pieces) + rb"([^\n]*)")
+    kind: re.compile(b"\n" + rb'([^"\\\n]*)'.join(re.escape(piece) for piece in pieces))
     for kind, pieces in _WRITTEN_PIECES.items()
 }
 # The keys that name a record of each kind, and its type: written once in each of its lines (JSON keeps a key's
 # last value, so a line that holds one twice is read whole; a lesson's error pattern has a type too).
 _NAMING_KEYS = {"entity": (b'"name":',), "relation": (b'"from":', b'"to":')}
 _TYPE_KEY = b'"type":'
-# What follows a relation's ends when the line holds nothing else (its type has no escape).
-_PLAIN_RELATION_TYPE = re.compile(rb',"relationType":"([^"\\\n]*)"\}\r?')
+# A relation's line that holds nothing else, its values without escapes.
+_PLAIN_RELATION = re.compile(
+    rb'\{"type":"relation","from":' + _PLAIN + rb',"to":' + _PLAIN + rb',"relationType":' + _PLAIN + rb"\}\r?"
+)
 # ... and the same first fields with escapes in the names, matched at a line's start.
 _LEADING_FIELDS = {
     "entity": re.compile(rb'\{"type":"entity","name":' + _VALUE),
@@ -80,7 +84,10 @@ class ShardScan:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._escaped: dict[tuple[str, tuple[int, int, int], int], Spans] = {}
+        self._facts: dict[tuple[str, tuple[int, int, int], int], Facts] = {}
+        # Whether a read may pass over every record (names of more than NAME_NEEDLES): about 2 s a pass at a million
+        # entities, which pays beside a first load (45 s) and not beside a restore (8 s).
+        self.every_record = True
 
     def answering(self) -> AbstractContextManager[None]:
         return self._store.reads_beside.answering()
@@ -100,19 +107,19 @@ class ShardScan:
         wanted = set(names)
         if len(wanted) <= NAME_NEEDLES:
             return len({record_key(record) for _, record in self.relations_touching(names)})
+        self._may_read_every_record()
         written = _spelled_all(wanted)
         keys: set[Key] = set()
         lines: list[tuple[Collection, bytes]] = []
-        for collection, window, _ in self._windows():
-            found, others = _naming(window, "relation", wanted, written)
-            for groups in found:
-                start, end, rest = groups
-                plain = _PLAIN_RELATION_TYPE.fullmatch(rest)
-                if plain is None or not (start and end):
-                    lines.append((collection, _put_together("relation", groups)))
+        for collection, window, facts in self._windows():
+            found, others = _naming(window, "relation", wanted, written, facts)
+            for line in found:
+                plain = _PLAIN_RELATION.fullmatch(line)
+                if plain is None or not (plain.group(1) and plain.group(2)):
+                    lines.append((collection, line))
                     continue
                 with suppress(UnicodeDecodeError):  # (not UTF-8: a line the load reports, and leaves out)
-                    keys.add(("relation", start.decode(), end.decode(), plain.group(1).decode()))
+                    keys.add(("relation", *(value.decode() for value in plain.groups())))
             lines.extend((collection, line) for line in others)
         for _, record in self._records(_at_most(lines)):
             if record["type"] == "relation" and (record["from"] in wanted or record["to"] in wanted):
@@ -152,9 +159,10 @@ class ShardScan:
         written = _spelled_all(wanted)
         if len(wanted) <= NAME_NEEDLES:
             needles = [b'"' + name + b'"' for name in written]
-            lines = self._lines(lambda window, escaped: _lines_holding_any(window, needles, escaped))
+            lines = self._lines(lambda window, facts: _lines_holding_any(window, needles, facts.escaped))
         else:
-            lines = self._lines(lambda window, _: _lines_naming(window, kind, wanted, written))
+            self._may_read_every_record()
+            lines = self._lines(lambda window, facts: _lines_naming(window, kind, wanted, written, facts))
         return [(c, record) for c, record in self._records(lines) if record["type"] == kind and keep(record)]
 
     def _holding(self, words: list[str], holds: Callable[[str], bool]) -> Found:
@@ -168,7 +176,7 @@ class ShardScan:
         # One word for every window (the longest, likely the rarest): a record's copies may lie in two windows,
         # each holding some of the words, and only a word the merged record holds in full is sure to be in one.
         needle = max(needles, key=len)
-        lines = self._lines(lambda window, escaped: _lines_holding_lowered(window, needle, escaped))
+        lines = self._lines(lambda window, facts: _lines_holding_lowered(window, needle, facts.escaped))
         names = [record["name"] for _, record in self._records(lines) if record["type"] == "entity"]
         found = self.entities(names)
         # A name several collections hold is the first's record in the graph (this project's entity hides a shared
@@ -178,32 +186,35 @@ class ShardScan:
             shown.setdefault(record["name"], record)
         return [(c, record) for c, record in found if holds(search_text(shown[record["name"]]))]
 
-    def _lines(self, find: Callable[[Window, Spans], Iterable[bytes]]) -> Iterator[tuple[Collection, bytes]]:
+    def _lines(self, find: Callable[[Window, Facts], Iterable[bytes]]) -> Iterator[tuple[Collection, bytes]]:
         """Each line `find` picks in each window of each shard, in the order a load reads them (collection, shard,
-        line); at most SCAN_LINE_LIMIT of them, else StorageError. `find` is also given the window's lines that
-        hold a JSON escape."""
+        line); at most SCAN_LINE_LIMIT of them, else StorageError. `find` is also given what is known of the
+        window (`Facts`)."""
         return _at_most(
-            (collection, line) for collection, window, escaped in self._windows() for line in find(window, escaped)
+            (collection, line) for collection, window, facts in self._windows() for line in find(window, facts)
         )
 
-    def _windows(self) -> Iterator[tuple[Collection, Window, Spans]]:
-        """Every shard of the graph's collections a window at a time, in the order a load reads them, with the
-        window's lines that hold a JSON escape: found once per load (the files do not change while it holds their
-        lock)."""
+    def _windows(self) -> Iterator[tuple[Collection, Window, Facts]]:
+        """Every shard of the graph's collections a window at a time, in the order a load reads them, with what is
+        known of the window: found once per load (the files do not change while it holds their lock)."""
         for collection in self._store.collections.values():
             if collection.name == HISTORY:
                 continue
             for index, stat in sorted(collection.on_disk().items()):
                 path = str(collection.names.path(index))
                 for offset, window in _windows(path):
-                    escaped = self._escaped.get((path, stat, offset))
-                    if escaped is None:
-                        escaped = self._escaped[path, stat, offset] = dict(_spans(window, ESCAPES))
-                    yield collection, window, escaped
+                    facts = self._facts.get((path, stat, offset))
+                    if facts is None:
+                        facts = self._facts[path, stat, offset] = Facts(dict(_spans(window, ESCAPES)))
+                    yield collection, window, facts
+
+    def _may_read_every_record(self) -> None:
+        if not self.every_record:
+            raise StorageError("a read over every record beside a restore: answering after it")
 
     def forget(self) -> None:
         """Let go of what was found once per load (the load has ended: the files may change from now on)."""
-        self._escaped.clear()
+        self._facts.clear()
 
     def _records(self, lines: Iterable[tuple[Collection, bytes]]) -> Found:
         """The records of these lines, read as a load reads them (`parse_text`: an unreadable line is left out, the
@@ -240,6 +251,16 @@ class Window:
 
 
 Spans = dict[int, int]  # a line's start -> its end
+
+
+@dataclass
+class Facts:
+    """What a window of a file holds, found by the first read that needs it and kept for the load's time."""
+
+    escaped: Spans  # its lines holding a JSON escape
+    # kind -> whether every line starts as this code and the official server write a record, every line of the
+    # kind was found by its pattern and holds its type and each naming key once (`_naming`)
+    usual: dict[str, bool] = field(default_factory=dict)
 
 
 def _windows(path: str) -> Iterator[tuple[int, Window]]:
@@ -306,38 +327,50 @@ def _spelled_all(texts: set[str]) -> set[bytes]:
     return spelled
 
 
-def _lines_naming(window: Window, kind: str, wanted: set[str], written: set[bytes]) -> list[bytes]:
+def _lines_naming(window: Window, kind: str, wanted: set[str], written: set[bytes], facts: Facts) -> list[bytes]:
     """The lines of the window whose record of `kind` names one of `wanted` (`written`: as this code writes them),
     and every line written otherwise than this code and the official server write records (`_naming`)."""
-    found, others = _naming(window, kind, wanted, written)
-    return [*(_put_together(kind, groups) for groups in found), *others]
+    found, others = _naming(window, kind, wanted, written, facts)
+    return [*found, *others]
 
 
 def _naming(
-    window: Window, kind: str, wanted: set[str], written: set[bytes]
-) -> tuple[list[tuple[bytes, ...]], list[bytes]]:
-    """(the pattern's groups of each line of `kind` written the usual way that names one of `wanted`, the other
-    lines to read whole), one of the two empty.
+    window: Window, kind: str, wanted: set[str], written: set[bytes], facts: Facts
+) -> tuple[list[bytes], list[bytes]]:
+    """(the lines of `kind` written the usual way that name one of `wanted`, the other lines to read whole), one of
+    the two empty.
 
     When every line of the window starts as this code and the official server write a record, every line of
     `kind` was found by its pattern (`_WRITTEN`: no place kept, three times faster than a match object each) and
-    holds each naming key once, the groups, from which each line can be put together again (`_put_together`).
-    Else the window is read line by line: the lines of `kind` whose leading fields name one of `wanted` (escapes
-    read), and every line written otherwise (by hand, by another tool)."""
+    holds its type and each naming key once, the lines of the names wanted. Else the window is read line by line:
+    the lines of `kind` whose leading fields name one of `wanted` (escapes read), and every line written otherwise
+    (by hand, by another tool)."""
     block = b"\n" + window.data[window.start : window.end]
     found = _WRITTEN[kind].findall(block)
-    heads = {other: block.count(b"\n" + pieces[0]) for other, pieces in _WRITTEN_PIECES.items()}
-    lines = block.count(b"\n") - block.endswith(b"\n")
-    if (
-        sum(heads.values()) == lines
-        and len(found) == heads[kind]
-        and block.count(_TYPE_KEY) == lines
-        and all(block.count(key) == heads[kind] for key in _NAMING_KEYS[kind])
-    ):
+    usual = facts.usual.get(kind)
+    if usual is None:  # (six passes over the window: once per load)
+        heads = {other: block.count(b"\n" + pieces[0]) for other, pieces in _WRITTEN_PIECES.items()}
+        lines = block.count(b"\n") - block.endswith(b"\n")
+        usual = facts.usual[kind] = (
+            sum(heads.values()) == lines
+            and len(found) == heads[kind]
+            and block.count(_TYPE_KEY) == lines
+            and all(block.count(key) == heads[kind] for key in _NAMING_KEYS[kind])
+        )
+    if usual:
         # (One test per kind, not a loop over the names: this runs for every record of the window.)
         if kind == "relation":
-            return [groups for groups in found if groups[0] in written or groups[1] in written], []
-        return [groups for groups in found if groups[0] in written], []
+            named = [b"".join(_interleaved(kind, ends)) for ends in found if ends[0] in written or ends[1] in written]
+        else:
+            named = [b"".join(_interleaved(kind, (name,))) for name in found if name in written]
+        # Each wanted line found again from its beginning, in file order (a line written twice: its next copy).
+        naming, place = [], 0
+        for beginning in named:
+            start = block.index(b"\n" + beginning, place) + 1
+            place = block.find(b"\n", start)
+            place = len(block) if place == -1 else place
+            naming.append(block[start:place])
+        return naming, []
     head = _WRITTEN_PIECES[kind][0]
     others = tuple(pieces[0] for other, pieces in _WRITTEN_PIECES.items() if other != kind)
     naming = []
@@ -355,8 +388,11 @@ def _naming(
     return [], naming
 
 
-def _put_together(kind: str, groups: tuple[bytes, ...]) -> bytes:
-    return b"".join(part for pair in zip(_WRITTEN_PIECES[kind], groups, strict=True) for part in pair)
+def _interleaved(kind: str, names: tuple[bytes, ...]) -> Iterator[bytes]:
+    """A line's beginning as `_WRITTEN` found it: the pieces, each name after its piece."""
+    for piece, name in zip(_WRITTEN_PIECES[kind], (*names, b""), strict=True):
+        yield piece
+        yield name
 
 
 def _value(raw: bytes) -> str | None:
