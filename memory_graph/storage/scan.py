@@ -168,15 +168,17 @@ class ShardScan:
     def _holding(self, words: list[str], holds: Callable[[str], bool]) -> Found:
         """The entity records whose searchable text (`search_text`, ASCII letters lower-cased) `holds`. A record
         can hold the words only if some line of it (a record may be written more than once: the load merges the
-        copies) holds the rarest word's spelling, ASCII letters compared without case: the names of those lines'
-        entities are read again whole, every copy, and their merged records judged."""
+        copies) holds the longest word's spelling, ASCII letters compared without case: the names of those lines'
+        entities are read again whole, every copy, and their merged records judged. Beside a restore, a search
+        whose word more than a few lines hold stops at once (its names would be read over every record)."""
         needles = [spelled.lower() for spelled in _spelled_all(set(words))]
         if len(needles) < len(set(words)):
             return []  # (a word no UTF-8 text holds: a lone surrogate)
         # One word for every window (the longest, likely the rarest): a record's copies may lie in two windows,
         # each holding some of the words, and only a word the merged record holds in full is sure to be in one.
         needle = max(needles, key=len)
-        lines = self._lines(lambda window, facts: _lines_holding_lowered(window, needle, facts.escaped))
+        limit = None if self.every_record else 4 * NAME_NEEDLES
+        lines = self._lines(lambda window, facts: _lines_holding_lowered(window, needle, facts.escaped), limit)
         names = [record["name"] for _, record in self._records(lines) if record["type"] == "entity"]
         found = self.entities(names)
         # A name several collections hold is the first's record in the graph (this project's entity hides a shared
@@ -186,12 +188,15 @@ class ShardScan:
             shown.setdefault(record["name"], record)
         return [(c, record) for c, record in found if holds(search_text(shown[record["name"]]))]
 
-    def _lines(self, find: Callable[[Window, Facts], Iterable[bytes]]) -> Iterator[tuple[Collection, bytes]]:
+    def _lines(
+        self, find: Callable[[Window, Facts], Iterable[bytes]], limit: int | None = None
+    ) -> Iterator[tuple[Collection, bytes]]:
         """Each line `find` picks in each window of each shard, in the order a load reads them (collection, shard,
-        line); at most SCAN_LINE_LIMIT of them, else StorageError. `find` is also given what is known of the
-        window (`Facts`)."""
+        line); at most `limit` of them (SCAN_LINE_LIMIT), else StorageError. `find` is also given what is known of
+        the window (`Facts`)."""
         return _at_most(
-            (collection, line) for collection, window, facts in self._windows() for line in find(window, facts)
+            ((collection, line) for collection, window, facts in self._windows() for line in find(window, facts)),
+            limit,
         )
 
     def _windows(self) -> Iterator[tuple[Collection, Window, Facts]]:
@@ -309,11 +314,12 @@ def _lines_holding_lowered(window: Window, needle: bytes, escaped: Spans) -> lis
     return [window.data[start : spans[start]] for start in sorted(spans)]
 
 
-def _at_most(lines: Iterable[tuple[Collection, bytes]]) -> Iterator[tuple[Collection, bytes]]:
-    """The lines, SCAN_LINE_LIMIT at most, else StorageError (the call then waits for the load)."""
+def _at_most(lines: Iterable[tuple[Collection, bytes]], limit: int | None = None) -> Iterator[tuple[Collection, bytes]]:
+    """The lines, `limit` (SCAN_LINE_LIMIT) at most, else StorageError (the call then waits for the load)."""
+    limit = SCAN_LINE_LIMIT if limit is None else limit
     for count, line in enumerate(lines, start=1):
-        if count > SCAN_LINE_LIMIT:
-            raise StorageError(f"more than {SCAN_LINE_LIMIT} lines to read: answering after the load")
+        if count > limit:
+            raise StorageError(f"more than {limit} lines to read: answering after the load")
         yield line
 
 
