@@ -18,11 +18,12 @@ from lessons.model import LessonInput
 from memory_graph.app import Services, services_for_folder
 from memory_graph.model import Entity, KnowledgeGraph, Relation
 from memory_graph.storage import Store
-from memory_graph.storage import scan as scan_module
-from memory_graph.storage import store as store_module
-from memory_graph.storage.files import JOURNAL_FORMAT
 
 WAIT = 10.0  # seconds a test waits for something that should happen at once
+# (storage/scan.py's and store.py's constants, set by name: nothing outside storage imports its modules)
+SCAN = "memory_graph.storage.scan"
+NAME_NEEDLES = 16  # scan.NAME_NEEDLES: up to it, names are found by their bytes, past it by every record's names
+JOURNAL_FORMAT = "memory-graph-journal/2"
 
 
 def relation(start: str, end: str, kind: str) -> Relation:
@@ -79,7 +80,7 @@ class HeldLoad:
         max_response_chars: int = 80_000,
         before: Callable[[Services], None] = lambda services: None,
     ) -> None:
-        monkeypatch.setattr(store_module, "SCAN_MIN_BYTES", 0)  # (small files: loaded at once otherwise)
+        monkeypatch.setattr("memory_graph.storage.store.SCAN_MIN_BYTES", 0)  # (small files: loaded at once otherwise)
         self.reached, self.release = threading.Event(), threading.Event()
         original = Store._catch_up
 
@@ -126,11 +127,11 @@ def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Serv
 QUERIES = ["deploy", "Deploy tool", "TEA", "tea pot", "person", "address in use", "terraform go", "EADDRINUSE:"]
 
 
-@pytest.mark.parametrize("needles", [scan_module.NAME_NEEDLES, 0])  # each name's bytes; or every record's names
+@pytest.mark.parametrize("needles", [NAME_NEEDLES, 0])  # each name's bytes; or every record's names
 def test_reads_while_the_files_load_are_answered_from_them_like_a_loaded_server(
     held: tuple[Services, HeldLoad], monkeypatch: pytest.MonkeyPatch, needles: int
 ) -> None:
-    monkeypatch.setattr(scan_module, "NAME_NEEDLES", needles)
+    monkeypatch.setattr(f"{SCAN}.NAME_NEEDLES", needles)
     loaded, load = held
     early = load.services.graph
     for query in QUERIES:
@@ -230,7 +231,7 @@ def test_reads_while_loading_read_every_spelling_of_a_record_as_the_load_does(
 ) -> None:
     every = hostile_memory(tmp_path / "memory.json", seed)
     loaded = loaded_services(tmp_path)
-    monkeypatch.setattr(scan_module, "NAME_NEEDLES", seed % 3 * 8)  # 0 and 8: both ways of finding names
+    monkeypatch.setattr(f"{SCAN}.NAME_NEEDLES", seed % 3 * 8)  # 0 and 8: both ways of finding names
     load = HeldLoad(tmp_path, monkeypatch)
     rng = random.Random(seed)
     try:
@@ -269,7 +270,7 @@ def test_a_read_that_would_parse_too_many_lines_waits_for_the_load(
     held: tuple[Services, HeldLoad], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loaded, load = held
-    monkeypatch.setattr(scan_module, "SCAN_LINE_LIMIT", 2)
+    monkeypatch.setattr(f"{SCAN}.SCAN_LINE_LIMIT", 2)
     answer = waits_for_the_load(load, lambda: load.services.graph.open_nodes(["Alice"]))
     assert answer == loaded.graph.open_nodes(["Alice"])
 
@@ -307,14 +308,15 @@ def test_the_load_keeps_the_lock_until_the_reads_beside_it_have_ended(
     # only once the read is done.
     loaded, load = held
     in_the_files, go_on = threading.Event(), threading.Event()
-    original = scan_module.ShardScan._records
+    shard_scan = type(load.services.store._scan)  # type: ignore[attr-defined]
+    original = shard_scan._records
 
-    def slow(scan: scan_module.ShardScan, lines: Any) -> Any:
+    def slow(scan: Any, lines: Any) -> Any:
         in_the_files.set()
         assert go_on.wait(WAIT * 3)
         return original(scan, lines)
 
-    monkeypatch.setattr(scan_module.ShardScan, "_records", slow)
+    monkeypatch.setattr(shard_scan, "_records", slow)
     done: list[KnowledgeGraph] = []
     reader = threading.Thread(target=lambda: done.append(load.services.graph.open_nodes(["Bob"])), daemon=True)
     reader.start()
@@ -334,7 +336,7 @@ def test_a_read_arriving_before_the_load_holds_the_files_waits_for_it_then_reads
 ) -> None:
     fill(loaded_services(tmp_path))
     loaded = loaded_services(tmp_path)
-    monkeypatch.setattr(store_module, "SCAN_MIN_BYTES", 0)
+    monkeypatch.setattr("memory_graph.storage.store.SCAN_MIN_BYTES", 0)
     services = services_for_folder(tmp_path, shard_lines=3)
     services.store.opening()  # said before the load's thread starts, as the server says it
     done: list[KnowledgeGraph] = []
@@ -347,7 +349,7 @@ def test_a_read_arriving_before_the_load_holds_the_files_waits_for_it_then_reads
     assert done == [loaded.graph.open_nodes(["Teapot"])]
 
 
-@pytest.mark.parametrize("needles", [scan_module.NAME_NEEDLES, 0])
+@pytest.mark.parametrize("needles", [NAME_NEEDLES, 0])
 def test_names_this_code_writes_with_escapes_are_read_beside_the_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, needles: int
 ) -> None:
@@ -360,7 +362,7 @@ def test_names_this_code_writes_with_escapes_are_read_beside_the_load(
         [relation(rng.choice(NAMES), rng.choice(NAMES), rng.choice(["knows", "relation"])) for _ in range(40)]
     )
     loaded = loaded_services(tmp_path)
-    monkeypatch.setattr(scan_module, "NAME_NEEDLES", needles)
+    monkeypatch.setattr(f"{SCAN}.NAME_NEEDLES", needles)
     load = HeldLoad(tmp_path, monkeypatch)
     try:
         for wanted in [NAMES, *([name] for name in NAMES), *(rng.sample(NAMES, 4) for _ in range(5))]:
@@ -440,7 +442,7 @@ def test_a_shared_lesson_this_project_hides_is_hidden_in_a_search_beside_the_loa
 def test_hand_written_oddities_read_beside_the_load_as_the_load_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    others = [entity_line(f"other {i}", "t", []) for i in range(scan_module.NAME_NEEDLES)]
+    others = [entity_line(f"other {i}", "t", []) for i in range(NAME_NEEDLES)]
     (tmp_path / "memory.json").write_text(
         "\n".join(
             [
@@ -456,7 +458,7 @@ def test_hand_written_oddities_read_beside_the_load_as_the_load_reads_them(
     )
     loaded = loaded_services(tmp_path)
     load = HeldLoad(tmp_path, monkeypatch)
-    many = ["C", "D", "lone \ufffd", *[f"other {i}" for i in range(scan_module.NAME_NEEDLES)]]
+    many = ["C", "D", "lone \ufffd", *[f"other {i}" for i in range(NAME_NEEDLES)]]
     try:
         for wanted in (["C"], many, ["x\ud83d"], ["lone \ud83d"], ["lone \ufffd"]):
             assert load.services.graph.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
@@ -488,7 +490,7 @@ def test_beside_a_restore_a_read_over_every_record_waits_for_it(
     # searched one by one) is not worth it beside one, while one looking for a few names still is.
     fill(loaded_services(tmp_path))
     loaded = loaded_services(tmp_path)
-    monkeypatch.setattr(scan_module, "NAME_NEEDLES", 2)
+    monkeypatch.setattr(f"{SCAN}.NAME_NEEDLES", 2)
 
     def snapshot_there(services: Services) -> None:
         snapshot = tmp_path / "start.snapshot"
@@ -499,7 +501,7 @@ def test_beside_a_restore_a_read_over_every_record_waits_for_it(
     assert load.services.graph.open_nodes(["Bob"]) == loaded.graph.open_nodes(["Bob"])
     assert load.loader.is_alive()
     assert names(load.services.graph.search_nodes("Teapot")) == ["Teapot"]  # (one line holds the word)
-    monkeypatch.setattr(scan_module, "NAME_NEEDLES", 0)  # (so "person": a word more than a few lines hold)
+    monkeypatch.setattr(f"{SCAN}.NAME_NEEDLES", 0)  # (so "person": a word more than a few lines hold)
     assert waits_for_the_load(load, lambda: load.services.graph.search_nodes("person")) == loaded.graph.search_nodes(
         "person"
     )
