@@ -14,60 +14,24 @@ from typing import Any
 
 import pytest
 
-from lessons.model import LessonInput
 from memory_graph.app import Services, services_for_folder
-from memory_graph.model import Entity, KnowledgeGraph, Relation
+from memory_graph.model import Entity, KnowledgeGraph
 from memory_graph.storage import Store
+from tests.memory_graph.loading import (
+    QUERIES,
+    fill,
+    names,
+    relation,
+    relations,
+    searches_like_a_loaded_server,
+    substring_tier,
+)
 
 WAIT = 10.0  # seconds a test waits for something that should happen at once
 # (storage/scan.py's and store.py's constants, set by name: nothing outside storage imports its modules)
 SCAN = "memory_graph.storage.scan"
 NAME_NEEDLES = 16  # scan.NAME_NEEDLES: up to it, names are found by their bytes, past it by every record's names
 JOURNAL_FORMAT = "memory-graph-journal/2"
-
-
-def relation(start: str, end: str, kind: str) -> Relation:
-    return Relation.model_validate({"from": start, "to": end, "relationType": kind})
-
-
-def names(answer: KnowledgeGraph) -> list[str]:
-    return [e.name for e in answer.entities]
-
-
-def relations(answer: KnowledgeGraph) -> set[tuple[str, str, str]]:
-    return {(r.from_, r.to, r.relationType) for r in answer.relations}
-
-
-def fill(services: Services) -> None:
-    graph = services.graph
-    graph.create_entities(
-        [
-            Entity(name="Alice", entityType="person", observations=["Likes green tea", "works on the deploy tool"]),
-            Entity(name="Bob", entityType="person", observations=["Deploys on Fridays"]),
-            Entity(name="Deploy tool", entityType="project", observations=["written in Go", "uses Terraform"]),
-            Entity(name="Teapot", entityType="thing", observations=["short and stout"]),
-            Entity(name="Zoë", entityType="person", observations=["ÉCOLE teacher", 'says "hi" \\ waves']),
-        ]
-    )
-    graph.create_relations(
-        [
-            relation("Alice", "Deploy tool", "maintains"),
-            relation("Bob", "Deploy tool", "uses"),
-            relation("Alice", "Bob", "mentors"),
-            relation("Teapot", "Alice", "belongs to"),
-            relation("Zoë", "Alice", "teaches"),
-        ]
-    )
-    services.lessons.create_lesson(
-        LessonInput(name="PORT_IN_USE", errorPattern={"type": "network", "message": "EADDRINUSE: address in use"})
-    )
-
-
-def substring_tier(services: Services, query: str) -> list[str]:
-    """What a loaded server finds holding the query (its first tier), before any ranked entity."""
-    state = services.graph.state
-    with services.store.reading():
-        return state.index.search_tiers(query, lambda name: [], state.ordinal)[0]
 
 
 class HeldLoad:
@@ -114,7 +78,7 @@ def loaded_services(folder: Path, max_response_chars: int = 80_000) -> Services:
 
 @pytest.fixture
 def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Services, HeldLoad]]:
-    fill(loaded_services(tmp_path))
+    fill(loaded_services(tmp_path), escaped=True)
     loaded = loaded_services(tmp_path)
     load = HeldLoad(tmp_path, monkeypatch)
     try:
@@ -124,9 +88,6 @@ def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Serv
         load.loader.join(WAIT)
 
 
-QUERIES = ["deploy", "Deploy tool", "TEA", "tea pot", "person", "address in use", "terraform go", "EADDRINUSE:"]
-
-
 @pytest.mark.parametrize("needles", [NAME_NEEDLES, 0])  # each name's bytes; or every record's names
 def test_reads_while_the_files_load_are_answered_from_them_like_a_loaded_server(
     held: tuple[Services, HeldLoad], monkeypatch: pytest.MonkeyPatch, needles: int
@@ -134,15 +95,7 @@ def test_reads_while_the_files_load_are_answered_from_them_like_a_loaded_server(
     monkeypatch.setattr(f"{SCAN}.NAME_NEEDLES", needles)
     loaded, load = held
     early = load.services.graph
-    for query in QUERIES:
-        answer = early.search_nodes(query)
-        assert sorted(names(answer)) == sorted(substring_tier(loaded, query)), query
-        assert set(names(answer)) <= set(names(loaded.graph.search_nodes(query))), query
-        shown = set(names(answer))
-        touching = {r for r in relations(loaded.graph.read_graph()) if r[0] in shown or r[1] in shown}
-        assert relations(answer) == touching, query
-    assert names(early.search_nodes("Deploy tool"))[0] == "Deploy tool"
-    assert names(early.search_nodes("tea"))[0] == names(loaded.graph.search_nodes("tea"))[0] == "Teapot"
+    searches_like_a_loaded_server(early, loaded)
     for wanted in (["Teapot", "Alice", "missing", "PORT_IN_USE", "Alice"], ["Zoë"], ["Bob", "Deploy tool"]):
         assert early.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
     assert load.loader.is_alive()  # all of it answered while the load was held
@@ -278,7 +231,7 @@ def test_a_read_that_would_parse_too_many_lines_waits_for_the_load(
 def test_files_a_crash_left_half_committed_are_not_read_until_the_load_finished_the_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fill(loaded_services(tmp_path))
+    fill(loaded_services(tmp_path), escaped=True)
     loaded = loaded_services(tmp_path)
     journal = loaded.store.journal  # type: ignore[attr-defined]
     # A decided commit with nothing left to put in place: its being there says the files may be half written.
@@ -292,7 +245,7 @@ def test_files_a_crash_left_half_committed_are_not_read_until_the_load_finished_
 def test_a_small_memory_is_loaded_before_any_read(tmp_path: Path) -> None:
     # Below SCAN_MIN_BYTES the load is over sooner than a read could make up for what it leaves out (the ranked
     # entities of a search): reads wait for it.
-    fill(loaded_services(tmp_path))
+    fill(loaded_services(tmp_path), escaped=True)
     services = services_for_folder(tmp_path)
     services.store.opening()
     assert services.store.reads_while_loading() is not None  # a load is expected ...
@@ -334,7 +287,7 @@ def test_the_load_keeps_the_lock_until_the_reads_beside_it_have_ended(
 def test_a_read_arriving_before_the_load_holds_the_files_waits_for_it_then_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fill(loaded_services(tmp_path))
+    fill(loaded_services(tmp_path), escaped=True)
     loaded = loaded_services(tmp_path)
     monkeypatch.setattr("memory_graph.storage.store.SCAN_MIN_BYTES", 0)
     services = services_for_folder(tmp_path, shard_lines=3)
@@ -488,7 +441,7 @@ def test_beside_a_restore_a_read_over_every_record_waits_for_it(
 ) -> None:
     # A restore takes a tenth of a first load's time: a read passing over every record (here: more names than are
     # searched one by one) is not worth it beside one, while one looking for a few names still is.
-    fill(loaded_services(tmp_path))
+    fill(loaded_services(tmp_path), escaped=True)
     loaded = loaded_services(tmp_path)
     monkeypatch.setattr(f"{SCAN}.NAME_NEEDLES", 2)
 

@@ -15,14 +15,22 @@ from typing import Any
 import psycopg
 import pytest
 
-from lessons.model import LessonInput
 from memory_graph import graph as graph_module
 from memory_graph.app import Services, services_for_folder
 from memory_graph.errors import StoreClosedError
-from memory_graph.model import Entity, KnowledgeGraph, Relation
+from memory_graph.model import Entity, KnowledgeGraph
 from memory_graph.server import App, build_app
 from memory_graph.storage import PostgresStore
 from tests.conftest import Engine, open_services, settings_in
+from tests.memory_graph.loading import (
+    QUERIES,
+    fill,
+    names,
+    relation,
+    relations,
+    searches_like_a_loaded_server,
+    substring_tier,
+)
 from tests.memory_graph.test_postgres import sql
 
 pytestmark = [
@@ -31,49 +39,6 @@ pytestmark = [
 ]
 
 WAIT = 10.0  # seconds a test waits for something that should happen at once
-
-
-def relation(start: str, end: str, kind: str) -> Relation:
-    return Relation.model_validate({"from": start, "to": end, "relationType": kind})
-
-
-def fill(services: Services) -> None:
-    graph = services.graph
-    graph.create_entities(
-        [
-            Entity(name="Alice", entityType="person", observations=["Likes green tea", "works on the deploy tool"]),
-            Entity(name="Bob", entityType="person", observations=["Deploys on Fridays"]),
-            Entity(name="Deploy tool", entityType="project", observations=["written in Go", "uses Terraform"]),
-            Entity(name="Teapot", entityType="thing", observations=["short and stout"]),
-            Entity(name="Zoë", entityType="person", observations=["ÉCOLE teacher"]),
-        ]
-    )
-    graph.create_relations(
-        [
-            relation("Alice", "Deploy tool", "maintains"),
-            relation("Bob", "Deploy tool", "uses"),
-            relation("Alice", "Bob", "mentors"),
-            relation("Teapot", "Alice", "belongs to"),
-        ]
-    )
-    services.lessons.create_lesson(
-        LessonInput(name="PORT_IN_USE", errorPattern={"type": "network", "message": "EADDRINUSE: address in use"})
-    )
-
-
-def names(answer: KnowledgeGraph) -> list[str]:
-    return [e.name for e in answer.entities]
-
-
-def relations(answer: KnowledgeGraph) -> set[tuple[str, str, str]]:
-    return {(r.from_, r.to, r.relationType) for r in answer.relations}
-
-
-def substring_tier(services: Services, query: str) -> list[str]:
-    """What a loaded server finds holding the query (its first tier), before any ranked entity."""
-    state = services.graph.state
-    with services.store.reading():
-        return state.index.search_tiers(query, lambda name: [], state.ordinal)[0]
 
 
 class HeldLoad:
@@ -115,25 +80,12 @@ def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Serv
         load.loader.join(WAIT)  # before the stores are closed under it
 
 
-QUERIES = ["deploy", "Deploy tool", "TEA", "tea pot", "person", "address in use", "terraform go", "EADDRINUSE:"]
-
-
 def test_reads_while_a_server_loads_are_answered_from_the_database_like_a_loaded_server(
     held: tuple[Services, HeldLoad],
 ) -> None:
     loaded, load = held
     early = load.services.graph
-    for query in QUERIES:
-        answer = early.search_nodes(query)
-        # The loaded server's substring matches; their order may differ where word scores decide it.
-        assert sorted(names(answer)) == sorted(substring_tier(loaded, query)), query
-        assert set(names(answer)) <= set(names(loaded.graph.search_nodes(query))), query
-        shown = set(names(answer))
-        touching = {r for r in relations(loaded.graph.read_graph()) if r[0] in shown or r[1] in shown}
-        assert relations(answer) == touching, query
-    # Where names decide the order (the exact name, then a name's prefix), it is the loaded server's.
-    assert names(early.search_nodes("Deploy tool"))[0] == "Deploy tool"
-    assert names(early.search_nodes("tea"))[0] == names(loaded.graph.search_nodes("tea"))[0] == "Teapot"
+    searches_like_a_loaded_server(early, loaded)
     wanted = ["Teapot", "Alice", "missing", "PORT_IN_USE", "Alice"]
     assert early.open_nodes(wanted) == loaded.graph.open_nodes(wanted)
     assert relations(early.open_nodes(["Teapot"])) == {("Teapot", "Alice", "belongs to")}
