@@ -207,6 +207,51 @@ def test_reads_while_loading_read_every_spelling_of_a_record_as_the_load_does(
         load.finish()
 
 
+def usual_memory(folder: Path, seed: int) -> None:
+    """Records as this code writes them, relations between random ends (a search's shown matches hold one end of
+    some, both ends of others)."""
+    rng = random.Random(seed)
+    filler = loaded_services(folder)
+    every = [f"{rng.choice(['see', 'plain'])} {i}" for i in range(15)]
+    filler.graph.create_entities([Entity(name=name, entityType="person", observations=["again"]) for name in every])
+    filler.graph.create_relations(
+        [relation(rng.choice(every), rng.choice(every), rng.choice(["knows", "works with"])) for _ in range(40)]
+    )
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("write", [hostile_memory, lambda path, seed: usual_memory(path.parent, seed)])
+def test_a_cut_search_beside_the_load_reads_and_counts_relations_of_every_spelling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, write: Callable[[Path, int], Any]
+) -> None:
+    """A broad search whose answer is cut takes the relations of the matches it shows and the count of those of all
+    its matches in one pass over the relations (scan.ShardScan._touching_counted): both as a loaded server has them,
+    for lines written by other hands and for lines written the usual way (counted without parsing)."""
+    write(tmp_path / "memory.json", seed)
+    loaded = loaded_services(tmp_path)
+    monkeypatch.setattr("memory_graph.graph.LOADING_LEADING", 2)
+    load = HeldLoad(tmp_path, monkeypatch)
+    with loaded.store.reading():
+        every_relation = set(loaded.graph.state.relations)
+    cut = 0
+    try:
+        for query in ["see", "again", "person", "plain"]:
+            answer = load.services.graph.search_nodes(query)
+            shown, tier = set(names(answer)), set(substring_tier(loaded, query))
+            assert shown <= tier, query
+            assert relations(answer) == {r for r in every_relation if r[0] in shown or r[1] in shown}, query
+            if len(tier) > 2:
+                cut += 1
+                assert answer.truncated is not None, query
+                assert answer.truncated.totalEntities == len(tier), query
+                touching = {r for r in every_relation if r[0] in tier or r[1] in tier}
+                assert answer.truncated.totalRelations == len(touching), query
+        assert cut, "no search was cut"
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
 def waits_for_the_load(load: HeldLoad, read: Callable[[], Any]) -> Any:
     """The read's answer, which must not come before the held load is released."""
     done: list[Any] = []
