@@ -106,7 +106,7 @@ def postgres_server() -> Iterator[Any]:
     try:
         yield server
     finally:
-        server.stop("immediate")
+        server.remove("immediate")
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """A throwaway PostgreSQL server for the tests: `initdb` into a temporary folder, `pg_ctl start` on a free
-loopback port, `pg_ctl stop` at the end. No mocks: the PostgreSQL engine is tested against the real thing.
+loopback port, `pg_ctl stop` and the folder deleted at the end. No mocks: the PostgreSQL engine is tested
+against the real thing.
 
 `.ci/run` starts one with `python tests/postgres_server.py start` (it prints `export` lines for the URL and the
 data folder) and stops it with `... stop`; without `MEMORY_TEST_DATABASE_URL` the tests start their own.
@@ -70,6 +71,16 @@ class PostgresServer:
         self.stop()
         self.start()
 
+    def remove(self, mode: str = "fast") -> None:
+        """Stop the server and delete its folder (`create`'s, holding the data folder): a cluster is about 55 MB,
+        and one left in the temporary folder by every test session added up to gigabytes."""
+        self.stop(mode)
+        for _ in range(50):
+            if not (self.data_dir / "postmaster.pid").exists():
+                break
+            time.sleep(0.1)
+        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+
 
 def create(base: Path | None = None) -> PostgresServer:
     """A new cluster in a fresh folder, started; raises RuntimeError saying what is missing."""
@@ -109,12 +120,7 @@ def main(argv: list[str]) -> int:
         data_dir = Path(os.environ["MEMORY_TEST_PGDATA"])
         binaries = bin_dir()
         if binaries is not None and data_dir.exists():
-            PostgresServer(data_dir, int(os.environ.get("MEMORY_TEST_PGPORT", "0")), binaries).stop()
-            for _ in range(50):
-                if not (data_dir / "postmaster.pid").exists():
-                    break
-                time.sleep(0.1)
-            shutil.rmtree(data_dir.parent, ignore_errors=True)
+            PostgresServer(data_dir, int(os.environ.get("MEMORY_TEST_PGPORT", "0")), binaries).remove()
         return 0
     print("usage: postgres_server.py start|stop", file=sys.stderr)
     return 2
