@@ -246,6 +246,7 @@ class ShardScan:
     def forget(self) -> None:
         """Let go of what was found once per load (the load has ended: the files may change from now on)."""
         self._facts.clear()
+        self._to_count = None
 
     def _records(self, lines: Iterable[tuple[Collection, bytes]]) -> Found:
         """The records of these lines, read as a load reads them (`parse_text`: an unreadable line is left out, the
