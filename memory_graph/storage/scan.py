@@ -110,7 +110,7 @@ class ShardScan:
             found, count = self._touching_counted(wanted, to_count[0])
             to_count[1].append(count)
             return found
-        return self._named(wanted, "relation", lambda record: record["from"] in wanted or record["to"] in wanted)
+        return self._named(wanted, "relation", lambda record: _touches(record["from"], record["to"], wanted))
 
     def count_relations_touching(self, names: list[str]) -> int:
         """Counted without parsing the relations written the usual way (a broad search's matches touch more
@@ -138,14 +138,14 @@ class ShardScan:
                 with suppress(UnicodeDecodeError):  # (not UTF-8: a line the load reports, and leaves out)
                     key: Key = ("relation", *(value.decode() for value in plain.groups()))
                     keys.add(key)
-                    if key[1] in shown or key[2] in shown:
+                    if _touches(key[1], key[2], shown):
                         lines.append((collection, line))
             lines.extend((collection, line) for line in others)
         touching: Found = []
         for name, record in self._records(_at_most(lines)):
-            if record["type"] == "relation" and (record["from"] in counted or record["to"] in counted):
+            if record["type"] == "relation" and _touches(record["from"], record["to"], counted):
                 keys.add(record_key(record))
-                if record["from"] in shown or record["to"] in shown:
+                if _touches(record["from"], record["to"], shown):
                     touching.append((name, record))
         return touching, len(keys)
 
@@ -417,6 +417,11 @@ def _naming(
         elif line.strip() and not (line.startswith(others) and line.count(_TYPE_KEY) == 1):
             naming.append(line)  # (written otherwise, or another kind's beginning with a second type)
     return [], naming
+
+
+def _touches(start: str, end: str, names: set[str]) -> bool:
+    """Whether a relation from `start` to `end` has an end among `names`."""
+    return start in names or end in names
 
 
 def _interleaved(kind: str, names: tuple[bytes, ...]) -> Iterator[bytes]:
