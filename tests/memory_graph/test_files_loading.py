@@ -207,11 +207,11 @@ def test_reads_while_loading_read_every_spelling_of_a_record_as_the_load_does(
         load.finish()
 
 
-def usual_memory(folder: Path, seed: int) -> None:
-    """Records as this code writes them, relations between random ends (a search's shown matches hold one end of
-    some, both ends of others)."""
+def usual_memory(path: Path, seed: int) -> None:
+    """A memory at `path` (its folder) as this code writes it, relations between random ends (a search's shown
+    matches hold one end of some, both ends of others)."""
     rng = random.Random(seed)
-    filler = loaded_services(folder)
+    filler = loaded_services(path.parent)
     every = [f"{rng.choice(['see', 'plain'])} {i}" for i in range(15)]
     filler.graph.create_entities([Entity(name=name, entityType="person", observations=["again"]) for name in every])
     filler.graph.create_relations(
@@ -220,7 +220,7 @@ def usual_memory(folder: Path, seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("write", [hostile_memory, lambda path, seed: usual_memory(path.parent, seed)])
+@pytest.mark.parametrize("write", [hostile_memory, usual_memory])
 def test_a_cut_search_beside_the_load_reads_and_counts_relations_of_every_spelling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, write: Callable[[Path, int], Any]
 ) -> None:
