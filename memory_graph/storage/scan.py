@@ -266,11 +266,15 @@ class ShardScan:
 
 @dataclass(frozen=True)
 class Window:
-    """Whole lines of a file: `data[start:end]`."""
+    """Whole lines of a file: `data[start:end]`, after a newline (`data[start - 1]`: one is put before a file's
+    first line), so a pattern beginning with one finds the window's first line too, without a copy of the window."""
 
     data: bytes
     start: int
     end: int
+
+    def count(self, needle: bytes) -> int:
+        return self.data.count(needle, self.start - 1, self.end)
 
     def find(self, needle: bytes, position: int) -> int:
         return self.data.find(needle, position, self.end)
@@ -296,6 +300,21 @@ class Facts:
     # lines of the kind are then those its pattern finds, when it finds as many as start so)
     usual: dict[str, bool] = field(default_factory=dict)
 
+    def count_heads(self, window: Window) -> None:
+        """`heads` and `usual`: a pass over the window for each count, only those that can tell something (a
+        window of one kind's lines, as most are: 4 or 5 passes, not 7)."""
+        lines = window.count(b"\n") - (window.data[window.end - 1 : window.end] == b"\n")
+        # The kind of the first line first: once the heads counted are as many as the lines, the others are none.
+        first = window.data.startswith(_WRITTEN_PIECES["relation"][0], window.start)
+        left = lines
+        for kind in sorted(_WRITTEN_PIECES, key=lambda kind: (kind == "relation") != first):
+            self.heads[kind] = window.count(b"\n" + _WRITTEN_PIECES[kind][0]) if left else 0
+            left -= self.heads[kind]
+        written_usually = not left and window.count(_TYPE_KEY) == lines
+        for kind, keys in _NAMING_KEYS.items():
+            heads = self.heads[kind]
+            self.usual[kind] = written_usually and all(window.count(key) == heads for key in keys if heads)
+
 
 def _windows(path: str) -> Iterator[tuple[int, Window]]:
     """A file read CHUNK_BYTES at a time (plain reads, not a map: a file cut short by a hand edit meanwhile would
@@ -306,14 +325,14 @@ def _windows(path: str) -> Iterator[tuple[int, Window]]:
             rest = handle.read(len(UTF8_BOM)).removeprefix(UTF8_BOM)
             offset = 0
             while piece := handle.read(CHUNK_BYTES):
-                data = rest + piece
+                data = b"".join((b"\n", rest, piece))
                 cut = data.rfind(b"\n") + 1
-                if cut:
-                    yield offset, Window(data, 0, cut)
-                    offset += cut
+                if cut > 1:
+                    yield offset, Window(data, 1, cut)
+                    offset += cut - 1
                 rest = data[cut:]
             if rest:
-                yield offset, Window(rest, 0, len(rest))
+                yield offset, Window(b"\n" + rest, 1, len(rest) + 1)
     except OSError as exc:  # (the load holds the lock: only a hand edit or the disk can make this happen)
         raise StorageError(f"cannot read {path} beside the load ({exc.strerror}): answering after the load") from exc
 
@@ -338,8 +357,8 @@ def _lines_holding_lowered(window: Window, needle: bytes, escaped: Spans) -> lis
     """The lines of the window holding the (lower-case) needle, ASCII letters compared without case, or a JSON
     escape (which may spell it otherwise)."""
     # (ASCII only: the same length, so a place in it is a place in the window.)
-    lowered = Window(window.data[window.start : window.end].lower(), 0, window.end - window.start)
-    spans = {**escaped, **{window.start + start: window.start + end for start, end in _spans(lowered, [needle])}}
+    lowered = Window(window.data.lower(), window.start, window.end)
+    spans = {**escaped, **dict(_spans(lowered, [needle]))}
     return [window.data[start : spans[start]] for start in sorted(spans)]
 
 
@@ -380,32 +399,33 @@ def _naming(
     holds its type and each naming key once, the lines of the names wanted. Else the window is read line by line:
     the lines of `kind` whose leading fields name one of `wanted` (escapes read), and every line written otherwise
     (by hand, by another tool)."""
-    block = b"\n" + window.data[window.start : window.end]
-    found = _WRITTEN[kind].findall(block)
-    if not facts.heads:  # (seven passes over the window, for both kinds: once per load)
-        facts.heads = {other: block.count(b"\n" + pieces[0]) for other, pieces in _WRITTEN_PIECES.items()}
-        lines = block.count(b"\n") - block.endswith(b"\n")
-        written_usually = sum(facts.heads.values()) == lines and block.count(_TYPE_KEY) == lines
-        for other, keys in _NAMING_KEYS.items():
-            facts.usual[other] = written_usually and all(block.count(key) == facts.heads[other] for key in keys)
+    data, start, end = window.data, window.start - 1, window.end  # (`data[start]`: a newline)
+    if not facts.heads:  # (once per load, for both kinds)
+        facts.count_heads(window)
+    if facts.usual[kind] and not facts.heads[kind]:
+        return [], []  # (no line of the kind: half the windows of a file the official server wrote)
+    found = _WRITTEN[kind].findall(data, start, end)
     if facts.usual[kind] and len(found) == facts.heads[kind]:
-        # (One test per kind, not a loop over the names: this runs for every record of the window.)
+        # The beginnings of the lines wanted, after their newline: the pieces, each name after its piece (one test
+        # per kind, not a loop over the names: this runs for every record of the window).
+        head, *pieces = _WRITTEN_PIECES[kind]
         if kind == "relation":
-            named = [b"".join(_interleaved(kind, ends)) for ends in found if ends[0] in written or ends[1] in written]
+            middle, tail = pieces
+            named = [b"".join((b"\n", head, a, middle, b, tail)) for a, b in found if a in written or b in written]
         else:
-            named = [b"".join(_interleaved(kind, (name,))) for name in found if name in written]
+            named = [b"".join((b"\n", head, name, *pieces)) for name in found if name in written]
         # Each wanted line found again from its beginning, in file order (a line written twice: its next copy).
-        naming, place = [], 0
+        naming, place = [], start
         for beginning in named:
-            start = block.index(b"\n" + beginning, place) + 1
-            place = block.find(b"\n", start)
-            place = len(block) if place == -1 else place
-            naming.append(block[start:place])
+            line_start = data.index(beginning, place, end) + 1
+            place = data.find(b"\n", line_start, end)
+            place = end if place == -1 else place
+            naming.append(data[line_start:place])
         return naming, []
     head = _WRITTEN_PIECES[kind][0]
     others = tuple(pieces[0] for other, pieces in _WRITTEN_PIECES.items() if other != kind)
     naming = []
-    for line in block[1:].split(b"\n"):
+    for line in data[start + 1 : end].split(b"\n"):
         if line.startswith(head):
             match = _LEADING_FIELDS[kind].match(line)
             if (
@@ -422,13 +442,6 @@ def _naming(
 def _touches(start: str, end: str, names: set[str]) -> bool:
     """Whether a relation from `start` to `end` has an end among `names`."""
     return start in names or end in names
-
-
-def _interleaved(kind: str, names: tuple[bytes, ...]) -> Iterator[bytes]:
-    """A line's beginning as `_WRITTEN` found it: the pieces, each name after its piece."""
-    for piece, name in zip(_WRITTEN_PIECES[kind], (*names, b""), strict=True):
-        yield piece
-        yield name
 
 
 def _value(raw: bytes) -> str | None:
