@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
-from itertools import groupby
+from itertools import chain, groupby
 from typing import TYPE_CHECKING, Any
 
 from memory_graph.errors import StorageError
@@ -49,7 +49,9 @@ NAME_NEEDLES = 16
 # escape, an escaped solidus (a quote, a backslash and the control characters have one spelling short of \u).
 ESCAPES = (b"\\u", b"\\/")
 _VALUE = rb'"((?:[^"\\\n]|\\.)*)"'
-_PLAIN = rb'"([^"\\\n]*)"'  # (a value without escapes)
+# A value the load reads as it is written: without escapes or control characters (a name: not empty either).
+_PLAIN = rb'"([^"\\\x00-\x1f]*)"'
+_PLAIN_NAME = rb'"([^"\\\x00-\x1f]+)"'
 # How this code and the official server write a record's first fields, which name its entity or its ends: the
 # pieces of text around the names, and a pattern finding the names of a line so written (without escapes, after a
 # newline). Only the names are made into strings (a million entities' lines: 1M small strings, not 1M lines); the
@@ -66,9 +68,10 @@ _WRITTEN = {
 # last value, so a line that holds one twice is read whole; a lesson's error pattern has a type too).
 _NAMING_KEYS = {"entity": (b'"name":',), "relation": (b'"from":', b'"to":')}
 _TYPE_KEY = b'"type":'
-# A relation's line that holds nothing else, its values without escapes.
+# A relation's line that holds nothing else, its values plain: the line is its record's one spelling, which the
+# load reads as it is (its values, as written, are the relation's key).
 _PLAIN_RELATION = re.compile(
-    rb'\{"type":"relation","from":' + _PLAIN + rb',"to":' + _PLAIN + rb',"relationType":' + _PLAIN + rb"\}\r?"
+    rb'\{"type":"relation","from":' + _PLAIN_NAME + rb',"to":' + _PLAIN_NAME + rb',"relationType":' + _PLAIN + rb"\}\r?"
 )
 # ... and the same first fields with escapes in the names, matched at a line's start.
 _LEADING_FIELDS = {
@@ -125,29 +128,28 @@ class ShardScan:
         over every relation: a line written the usual way is counted from its three values without parsing, and
         parsed only when it touches `shown`."""
         self._may_read_every_record()
-        written = _spelled_all(counted)
-        keys: set[Key] = set()
+        written, written_shown = _spelled_all(counted), _spelled_all(shown)
+        plain_keys: set[tuple[bytes, ...]] = set()  # (from, to, relationType) as written: each one relation
         lines: list[tuple[Collection, bytes]] = []
         for collection, window, facts in self._windows():
             found, others = _naming(window, "relation", counted, written, facts)
             for line in found:
                 plain = _PLAIN_RELATION.fullmatch(line)
-                if plain is None or not (plain.group(1) and plain.group(2)):
+                if plain is None or plain.group(1) in written_shown or plain.group(2) in written_shown:
                     lines.append((collection, line))
-                    continue
-                with suppress(UnicodeDecodeError):  # (not UTF-8: a line the load reports, and leaves out)
-                    key: Key = ("relation", *(value.decode() for value in plain.groups()))
-                    keys.add(key)
-                    if _touches(key[1], key[2], shown):
-                        lines.append((collection, line))
+                if plain is not None:
+                    plain_keys.add(plain.groups())
             lines.extend((collection, line) for line in others)
+        keys: set[Key] = set()  # of the relations read from other lines
         touching: Found = []
         for name, record in self._records(_at_most(lines)):
             if record["type"] == "relation" and _touches(record["from"], record["to"], counted):
-                keys.add(record_key(record))
+                key = record_key(record)
+                if _plainly_written(key) not in plain_keys:
+                    keys.add(key)
                 if _touches(record["from"], record["to"], shown):
                     touching.append((name, record))
-        return touching, len(keys)
+        return touching, len(keys) + _readable(plain_keys)
 
     def matching(self, fragments: list[str], limit: int) -> Found | None:
         try:
@@ -437,6 +439,29 @@ def _naming(
         elif line.strip() and not (line.startswith(others) and line.count(_TYPE_KEY) == 1):
             naming.append(line)  # (written otherwise, or another kind's beginning with a second type)
     return [], naming
+
+
+def _plainly_written(key: Key) -> tuple[bytes, ...] | None:
+    """A relation's values as a plain line writes them (None: a lone surrogate, which no UTF-8 line holds)."""
+    try:
+        return tuple(value.encode("utf-8") for value in key[1:])
+    except UnicodeEncodeError:
+        return None
+
+
+def _readable(plain_keys: set[tuple[bytes, ...]]) -> int:
+    """How many of these relations (values as written) the load reads: those whose values are UTF-8."""
+    if _utf8(b"\n".join(chain.from_iterable(plain_keys))):  # (one call for all, as is the rule)
+        return len(plain_keys)
+    return sum(_utf8(b"\n".join(values)) for values in plain_keys)
+
+
+def _utf8(text: bytes) -> bool:
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _touches(start: str, end: str, names: set[str]) -> bool:

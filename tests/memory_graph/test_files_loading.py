@@ -252,6 +252,70 @@ def test_a_cut_search_beside_the_load_reads_and_counts_relations_of_every_spelli
         load.finish()
 
 
+def odd_relations_memory(path: Path, seed: int) -> list[str]:
+    """A memory whose every line begins as this code and the official server write a record, among them relation
+    lines the load leaves out (a raw tab, a byte that is not UTF-8) or reads otherwise than their bytes (an escaped
+    name), and an empty relation type, a CRLF ending, a relation written twice."""
+    rng = random.Random(seed)
+    every = [f"node {i}" for i in range(8)]
+
+    def plain(start: str, end: str, kind: str) -> bytes:
+        return line({"type": "relation", "from": start, "to": end, "relationType": kind}).encode()
+
+    lines = [entity_line(name, "t", ["seen"]).encode() for name in every]
+    lines += [plain(rng.choice(every), rng.choice(every), rng.choice(["knows", "calls"])) for _ in range(30)]
+    odd = [
+        plain("node 1", "node 2", ""),
+        plain("node 1", "node 2", "has\ttab").replace(b"\\t", b"\t"),
+        plain("node 1", "node 3", "not UTF-8").replace(b"UTF", b"\xffUTF"),
+        plain("node 2", "node 3", "escaped").replace(b'"node 3"', b'"\\u006eode 3"'),
+        plain("node 4", "node 5", "crlf") + b"\r",
+        plain("node 5", "node 6", "twice"),
+        plain("node 5", "node 6", "twice"),
+    ]
+    for odd_line in odd:
+        lines.insert(rng.randrange(len(every), len(lines) + 1), odd_line)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return every
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("chunk_bytes", [8 << 20, 90, 400])  # (scan.CHUNK_BYTES; a window of a line or two, or a few)
+def test_relations_counted_from_their_bytes_are_the_relations_the_load_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, chunk_bytes: int
+) -> None:
+    """Relation lines written the usual way are counted from their values, without a parse (a window of them alone:
+    from one pattern's finds): a line the load leaves out is not counted, one it reads otherwise is counted as it
+    reads it, and a relation written twice once."""
+    every = odd_relations_memory(tmp_path / "memory.json", seed)
+    loaded = loaded_services(tmp_path)
+    with loaded.store.reading():
+        every_relation = set(loaded.graph.state.relations)
+    assert {("node 2", "node 3", "escaped"), ("node 4", "node 5", "crlf"), ("node 1", "node 2", "")} <= every_relation
+    monkeypatch.setattr(f"{SCAN}.CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(f"{SCAN}.NAME_NEEDLES", 0)  # (every count a pass over every relation)
+    monkeypatch.setattr("memory_graph.graph.LOADING_LEADING", 2)
+    load = HeldLoad(tmp_path, monkeypatch)
+    rng = random.Random(seed)
+    try:
+        reads = load.services.store.reads_while_loading()
+        assert reads is not None
+        with reads.answering(), loaded.store.reading():
+            for wanted in [every, *(rng.sample(every, rng.randrange(1, len(every))) for _ in range(6))]:
+                expected = loaded.graph.state.count_relations_touching(wanted)
+                assert reads.count_relations_touching(wanted) == expected, wanted
+        for query in ["node", "seen"]:
+            answer = load.services.graph.search_nodes(query)
+            shown, tier = set(names(answer)), set(substring_tier(loaded, query))
+            assert relations(answer) == {r for r in every_relation if r[0] in shown or r[1] in shown}, query
+            assert answer.truncated is not None, query
+            touching = {r for r in every_relation if r[0] in tier or r[1] in tier}
+            assert answer.truncated.totalRelations == len(touching), query
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
 def waits_for_the_load(load: HeldLoad, read: Callable[[], Any]) -> Any:
     """The read's answer, which must not come before the held load is released."""
     done: list[Any] = []
