@@ -186,21 +186,28 @@ class ShardScan:
     # -- finding lines ---------------------------------------------------------------------------------------
     def _named(self, wanted: set[str], kind: str, keep: Callable[[dict[str, Any]], bool]) -> Found:
         """The records of `kind` that `keep` takes among those naming one of `wanted` (its entity, or an end)."""
+        return self._records_taken(self._naming_lines(wanted, kind), kind, keep)
+
+    def _records_taken(
+        self, lines: list[tuple[Collection, bytes]], kind: str, keep: Callable[[dict[str, Any]], bool]
+    ) -> Found:
+        return [(c, record) for c, record in self._records(lines) if record["type"] == kind and keep(record)]
+
+    def _naming_lines(self, wanted: set[str], kind: str) -> list[tuple[Collection, bytes]]:
+        """Every line whose record of `kind` may name one of `wanted`, in file order (`_named`)."""
         written = _spelled_all(wanted)
         if len(wanted) <= NAME_NEEDLES:
             needles = [b'"' + name + b'"' for name in written]
-            lines = self._lines(lambda window, facts: _lines_holding_any(window, needles, facts.escaped))
-        else:
-            self._may_read_every_record()
-            lines = self._lines(lambda window, facts: _lines_naming(window, kind, wanted, written, facts))
-        return [(c, record) for c, record in self._records(lines) if record["type"] == kind and keep(record)]
+            return list(self._lines(lambda window, facts: _lines_holding_any(window, needles, facts.escaped)))
+        self._may_read_every_record()
+        return list(self._lines(lambda window, facts: _lines_naming(window, kind, wanted, written, facts)))
 
     def _holding(self, words: list[str], holds: Callable[[str], bool]) -> Found:
         """The entity records whose searchable text (`search_text`, ASCII letters lower-cased) `holds`. A record
         can hold the words only if some line of it (a record may be written more than once: the load merges the
-        copies) holds the longest word's spelling, ASCII letters compared without case: the names of those lines'
-        entities are read again whole, every copy, and their merged records judged. Beside a restore, a search
-        whose word more than a few lines hold stops at once (its names would be read over every record)."""
+        copies) holds the longest word's spelling, ASCII letters compared without case: every copy of those lines'
+        entities is found, and their merged records judged. Beside a restore, a search whose word more than a few
+        lines hold stops at once (its names would be read over every record)."""
         needles = [spelled.lower() for spelled in _spelled_all(set(words))]
         if len(needles) < len(set(words)):
             return []  # (a word no UTF-8 text holds: a lone surrogate)
@@ -208,9 +215,14 @@ class ShardScan:
         # each holding some of the words, and only a word the merged record holds in full is sure to be in one.
         needle = max(needles, key=len)
         limit = None if self.every_record else 4 * NAME_NEEDLES
-        lines = self._lines(lambda window, facts: _lines_holding_lowered(window, needle, facts.escaped), limit)
-        names = [record["name"] for _, record in self._records(lines) if record["type"] == "entity"]
-        found = self.entities(names)
+        lines = list(self._lines(lambda window, facts: _lines_holding_lowered(window, needle, facts.escaped), limit))
+        found = self._records_taken(lines, "entity", lambda record: True)
+        names = {record["name"] for _, record in found}
+        copies = self._naming_lines(names, "entity")
+        # Their records as read already when every copy of them was among those lines (a name written once, as a
+        # large memory's are: no second parse of them all); else as read from all their copies.
+        if not set(copies) <= set(lines):
+            found = self._records_taken(copies, "entity", lambda record: record["name"] in names)
         # A name several collections hold is the first's record in the graph (this project's entity hides a shared
         # lesson of its name): that one is judged, and all come, for the graph to hide the others as it does.
         shown: dict[str, dict[str, Any]] = {}
