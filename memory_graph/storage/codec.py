@@ -256,6 +256,7 @@ def _event(item: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 
 PARSE_SLICE = 2_000
+DECODE_PIECE_BYTES = 1 << 20  # a file is decoded and split this much at a time (`SplitText.of_bytes`)
 
 
 def parse_all_at_once(lines: list[str]) -> list[Any] | None:
@@ -308,16 +309,35 @@ class SplitText:
     @classmethod
     def of(cls, text: str) -> SplitText:
         """Splits on "\\n" only: U+2028 inside a string is data, not a line break."""
-        as_written = "\r" not in text
-        raw = text.split("\n")
-        if raw and raw[-1] == "":
-            raw.pop()  # the last line's newline
+        return cls.of_pieces([text])
+
+    @classmethod
+    def of_bytes(cls, data: bytes, between_pieces: Callable[[], None] = lambda: None) -> SplitText:
+        """UTF-8 bytes decoded and split a piece at a time (UnicodeDecodeError if they are not UTF-8), with
+        `between_pieces` called after each: one call for the whole of a million entities' file held the
+        interpreter for 1-3 s, and a call answered beside the load waited for it (a load gives way to it between
+        pieces); nor is all of the text held beside the bytes and the lines."""
+        return cls.of_pieces(_decoded_pieces(data, between_pieces))
+
+    @classmethod
+    def of_pieces(cls, pieces: Iterable[str]) -> SplitText:
+        """The lines of a text given in pieces, each but the last ending in "\\n"."""
+        raw: list[str] = []
+        as_written, blank, repair_text = True, False, False
+        for piece in pieces:
+            split = piece.split("\n")
+            if split[-1] == "":
+                split.pop()  # the piece's last newline
+            as_written = as_written and "\r" not in piece
+            blank = blank or not all(map(str.strip, split))  # (a line of "\r" alone is blank too)
+            repair_text = repair_text or SURROGATE_ESCAPE.search(piece) is not None
+            raw.extend(split)
         lines = raw if as_written else [line.removesuffix("\r") for line in raw]
         numbers = None
-        if not all(map(str.strip, lines)):  # blank lines: left out, the others keep their numbers
+        if blank:  # blank lines: left out, the others keep their numbers
             numbers = [i for i, line in enumerate(lines, start=1) if line.strip()]
             lines = [lines[number - 1] for number in numbers]
-        return cls(lines, numbers, len(raw), as_written, SURROGATE_ESCAPE.search(text) is not None)
+        return cls(lines, numbers, len(raw), as_written, repair_text)
 
     def numbered(self) -> Iterable[tuple[int, str]]:
         return zip(self.numbers or range(1, len(self.lines) + 1), self.lines, strict=True)
@@ -396,12 +416,23 @@ def _read_bytes(path: Path) -> tuple[bytes, FileStat]:
     return data, (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def read_split(path: Path) -> tuple[SplitText, FileStat] | None:
+def _decoded_pieces(data: bytes, between_pieces: Callable[[], None]) -> Iterator[str]:
+    """The bytes decoded DECODE_PIECE_BYTES at a time, each piece ending after a newline (but the last)."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start + DECODE_PIECE_BYTES) + 1 or len(data)
+        yield data[start:end].decode("utf-8")
+        between_pieces()
+        start = end
+
+
+def read_split(path: Path, between_pieces: Callable[[], None] = lambda: None) -> tuple[SplitText, FileStat] | None:
     """A shard file's lines, unparsed, and the stat of the file they were read from; None when some of its bytes
-    are not UTF-8 (`read_shard_file` reads such a file, each bad line a problem)."""
+    are not UTF-8 (`read_shard_file` reads such a file, each bad line a problem). `between_pieces`: see
+    `SplitText.of_bytes`."""
     data, stat = _read_bytes(path)
     try:
-        return SplitText.of(data.decode("utf-8")), stat  # the decoded text lives only for the split
+        return SplitText.of_bytes(data, between_pieces), stat
     except UnicodeDecodeError:
         return None
 

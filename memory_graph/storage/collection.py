@@ -440,7 +440,12 @@ class Collection:
         return False
 
     # -- following the disk --------------------------------------------------------------------------------
-    def reload(self, hand_edits: bool = True, hear: Callable[[list[dict[str, Any]]], None] | None = None) -> Reloaded:
+    def reload(
+        self,
+        hand_edits: bool = True,
+        hear: Callable[[list[dict[str, Any]]], None] | None = None,
+        give_way: Callable[[], None] = lambda: None,
+    ) -> Reloaded:
         """Reread the shards that changed on disk (by generation or by stat) and say what changed.
 
         Without `hand_edits`, only the shards a commit can have changed are looked at: those the stamp lists
@@ -449,7 +454,8 @@ class Collection:
         for the next full reload.
 
         With `hear`, a first load (not the history's) gives it each shard's records as soon as that shard is read,
-        in file order, and returns none (`_load_shard_by_shard`)."""
+        in file order, and returns none (`_load_shard_by_shard`); it calls `give_way` while it reads a file's text
+        (`SplitText.of_bytes`)."""
         raw = self.stamp.read()
         generations = self.stamp.manifest(raw)
         suspects = None if hand_edits or generations is None else self._suspects(generations)
@@ -459,7 +465,7 @@ class Collection:
             return Reloaded()
         first_load = not self.locations
         if first_load and hear is not None and not self.lazy:
-            self._load_shard_by_shard(on_disk, generations, hear)
+            self._load_shard_by_shard(on_disk, generations, hear, give_way)
             return Reloaded()
         changed = {index: self._read_if_there(index) if there else None for index, there in on_disk.items()}
         if first_load:
@@ -520,7 +526,11 @@ class Collection:
         return suspects
 
     def _load_shard_by_shard(
-        self, on_disk: dict[int, bool], generations: Manifest | None, hear: Callable[[list[dict[str, Any]]], None]
+        self,
+        on_disk: dict[int, bool],
+        generations: Manifest | None,
+        hear: Callable[[list[dict[str, Any]]], None],
+        give_way: Callable[[], None],
     ) -> None:
         """A first load, a slice of lines at a time: each shard's lines are parsed PARSE_SLICE at a time, each
         slice's records heard, and its lines and records let go before the next slice is parsed; the shard is then
@@ -533,7 +543,7 @@ class Collection:
         in two by an old fork's split) is heard at its first line as read, and once the shard is held, merged
         with its other copies, as the upsert it is."""
         for index in sorted(on_disk):
-            read = self._if_there(index, lambda i: read_split(self.names.path(i))) if on_disk[index] else None
+            read = self._if_there(index, lambda i: read_split(self.names.path(i), give_way)) if on_disk[index] else None
             if read is None:  # gone, or not all UTF-8 (read whole, each bad line a problem)
                 parsed = self._read_if_there(index) if on_disk[index] else None
                 fresh, alone, in_order = self._install({index: parsed}, generations, by_keys=True)

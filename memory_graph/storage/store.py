@@ -435,7 +435,7 @@ class Store(StoreEngine):
                 continue
             # A first load's records are heard shard by shard as they are read (`Collection.reload`'s `hear`).
             hear = functools.partial(self._hear_loaded, collection.name) if collection.name != HISTORY else None
-            change = collection.reload(hand_edits=full, hear=hear)
+            change = collection.reload(hand_edits=full, hear=hear, give_way=self._give_way)
             if collection.name == HISTORY:
                 change = Reloaded(change.removed, [*appended, *change.upserted])
                 change = self._set_aside_unfinished_appends(collection, change)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -349,6 +351,38 @@ def test_files_a_crash_left_half_committed_are_not_read_until_the_load_finished_
     answer = waits_for_the_load(load, lambda: load.services.graph.open_nodes(["Alice"]))
     assert answer == loaded.graph.open_nodes(["Alice"])
     assert not journal.exists()
+
+
+def test_the_load_gives_way_to_a_read_while_it_decodes_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A million entities' file took one call of 1-3 s to decode and split, which held the interpreter: a read beside
+    # the load waited for it. The text is now decoded a piece at a time, the load giving way between pieces.
+    fill(loaded_services(tmp_path), escaped=True)
+    monkeypatch.setattr("memory_graph.storage.store.SCAN_MIN_BYTES", 0)
+    monkeypatch.setattr("memory_graph.storage.codec.DECODE_PIECE_BYTES", 16)
+    services = services_for_folder(tmp_path, shard_lines=3)
+    reads_beside = type(services.store.reads_beside)  # type: ignore[attr-defined]
+    original = reads_beside.give_way
+    reading = threading.Event()
+    decoding_when_given_way: list[bool] = []
+
+    def give_way(beside: Any, *args: Any) -> None:
+        assert reading.wait(WAIT)  # (the read below is under way)
+        decoding_when_given_way.append(any(frame.name == "_decoded_pieces" for frame in traceback.extract_stack()))
+        original(beside, *args)
+
+    monkeypatch.setattr(reads_beside, "give_way", give_way)
+    services.store.opening()
+    reads = services.store.reads_while_loading()
+    assert reads is not None
+    loader = threading.Thread(target=services.store.open, daemon=True)
+    loader.start()
+    with reads.answering():
+        reading.set()
+        deadline = time.monotonic() + WAIT
+        while not decoding_when_given_way and time.monotonic() < deadline:
+            time.sleep(0.01)
+    loader.join(WAIT)
+    assert decoding_when_given_way[:1] == [True]
 
 
 def test_a_small_memory_is_loaded_before_any_read(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +132,17 @@ def test_a_shard_split_into_lines_numbers_them_as_one_pass_over_the_text_did(par
     split = SplitText.of(text)
     numbered, count, as_written = _split_as_one_pass(text)
     assert (list(split.numbered()), split.lines_in_file, split.lines_as_written) == (numbered, count, as_written)
+
+
+PIECES = ["", " ", "\r", "a", "{}", "x\r", "\u2028", "é", "日本", "\\ud83d", '"\\u00e9"']
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=16), st.integers(min_value=0, max_value=9))
+@settings(max_examples=1000, deadline=None)
+def test_a_file_decoded_and_split_in_pieces_is_split_as_its_whole_text(parts: list[str], piece_bytes: int) -> None:
+    # The load decodes a file a piece at a time (storage/codec.py, DECODE_PIECE_BYTES: 1 MB), so a call answered
+    # beside it is not held up for seconds by one long call; pieces of a few bytes cut it at every line.
+    text = "\n".join(parts) + ("\n" if len(parts) % 2 else "")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("memory_graph.storage.codec.DECODE_PIECE_BYTES", piece_bytes)
+        assert SplitText.of_bytes(text.encode()) == SplitText.of(text)
