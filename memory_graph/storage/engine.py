@@ -40,7 +40,10 @@ log = logging.getLogger(__name__)
 # Below this many records a load takes well under a tenth of a second: no snapshot is worth its file.
 SNAPSHOT_MIN_RECORDS = 20_000
 NOTIFY_SLICE = 20_000  # records a load's listeners hear in one call (`_notify_taking`)
-GIVE_WAY_SECONDS = 5.0  # the longest a load waits, in all, for reads answered beside it
+# The longest a load waits, in all, for reads answered beside it: room for a broad search beside a million entities'
+# first load (9 s alone on a slow 2-core machine; with 5 s the load took the processor back half way through it,
+# and it ended 3-4 s later).
+GIVE_WAY_SECONDS = 15.0
 SNAPSHOT_FORMAT = "4"  # 3: large containers in chunks, the file mapped; 4: the skeleton after the chunks (snapshot.py)
 
 
