@@ -393,7 +393,8 @@ def _spelled_all(texts: set[str]) -> set[bytes]:
     spelled = set()
     for text in texts:
         with suppress(UnicodeEncodeError):
-            # (json.dumps only for a text it escapes something of: a third of a broad search's time otherwise)
+            # (json.dumps only for a text it escapes something of: a broad search at a million entities spells
+            # its 32,000 names three times)
             written = json.dumps(text, ensure_ascii=False)[1:-1] if _ESCAPED.search(text) else text
             spelled.add(written.encode("utf-8"))
     return spelled
