@@ -70,6 +70,7 @@ _WRITTEN = {
 # last value, so a line that holds one twice is read whole; a lesson's error pattern has a type too).
 _NAMING_KEYS = {"entity": (b'"name":',), "relation": (b'"from":', b'"to":')}
 _TYPE_KEY = b'"type":'
+_KIND_VALUES = {kind: b'"' + kind.encode() + b'"' for kind in _WRITTEN_PIECES}
 # A relation's line that holds nothing else, its values plain: the line is its record's one spelling, which the
 # load reads as it is (its values, as written, are the relation's key).
 _PLAIN_RELATION = re.compile(
@@ -90,6 +91,8 @@ class ShardScan:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._facts: dict[tuple[str, tuple[int, int, int], int], Facts] = {}
+        # Each file's windows once it has been read whole: (offset, length), for passes that need only some of them.
+        self._read_whole: dict[tuple[str, tuple[int, int, int]], list[tuple[int, int]]] = {}
         # Whether a read may pass over every record (names of more than NAME_NEEDLES): about 2 s a pass at a million
         # entities, which pays beside a first load (45 s) and not beside a restore (8 s).
         self.every_record = True
@@ -133,7 +136,7 @@ class ShardScan:
         written, written_shown = _spelled_all(counted), _spelled_all(shown)
         plain_keys: set[tuple[bytes, ...]] = set()  # (from, to, relationType) as written: each one relation
         lines: list[tuple[Collection, bytes]] = []
-        for collection, window, facts in self._windows():
+        for collection, window, facts in self._windows("relation"):
             found, others = _naming(window, "relation", counted, written, facts)
             for line in found:
                 plain = _PLAIN_RELATION.fullmatch(line)
@@ -198,9 +201,9 @@ class ShardScan:
         written = _spelled_all(wanted)
         if len(wanted) <= NAME_NEEDLES:
             needles = [b'"' + name + b'"' for name in written]
-            return list(self._lines(lambda window, facts: _lines_holding_any(window, needles, facts.escaped)))
+            return list(self._lines(kind, lambda window, facts: _lines_holding_any(window, needles, facts.escaped)))
         self._may_read_every_record()
-        return list(self._lines(lambda window, facts: _lines_naming(window, kind, wanted, written, facts)))
+        return list(self._lines(kind, lambda window, facts: _lines_naming(window, kind, wanted, written, facts)))
 
     def _holding(self, words: list[str], holds: Callable[[str], bool]) -> Found:
         """The entity records whose searchable text (`search_text`, ASCII letters lower-cased) `holds`. A record
@@ -215,7 +218,9 @@ class ShardScan:
         # each holding some of the words, and only a word the merged record holds in full is sure to be in one.
         needle = max(needles, key=len)
         limit = None if self.every_record else 4 * NAME_NEEDLES
-        lines = list(self._lines(lambda window, facts: _lines_holding_lowered(window, needle, facts.escaped), limit))
+        lines = list(
+            self._lines("entity", lambda window, facts: _lines_holding_lowered(window, needle, facts.escaped), limit)
+        )
         found = self._records_taken(lines, "entity", lambda record: True)
         names = {record["name"] for _, record in found}
         copies = self._naming_lines(names, "entity")
@@ -231,29 +236,44 @@ class ShardScan:
         return [(c, record) for c, record in found if holds(search_text(shown[record["name"]]))]
 
     def _lines(
-        self, find: Callable[[Window, Facts], Iterable[bytes]], limit: int | None = None
+        self, kind: str, find: Callable[[Window, Facts], Iterable[bytes]], limit: int | None = None
     ) -> Iterator[tuple[Collection, bytes]]:
-        """Each line `find` picks in each window of each shard, in the order a load reads them (collection, shard,
-        line); at most `limit` of them (SCAN_LINE_LIMIT), else StorageError. `find` is also given what is known of
-        the window (`Facts`)."""
+        """Each line `find` picks in each window of each shard that may hold a record of `kind`, in the order a load
+        reads them (collection, shard, line); at most `limit` of them (SCAN_LINE_LIMIT), else StorageError. `find`
+        is also given what is known of the window (`Facts`)."""
         return _at_most(
-            ((collection, line) for collection, window, facts in self._windows() for line in find(window, facts)),
+            ((collection, line) for collection, window, facts in self._windows(kind) for line in find(window, facts)),
             limit,
         )
 
-    def _windows(self) -> Iterator[tuple[Collection, Window, Facts]]:
+    def _windows(self, kind: str) -> Iterator[tuple[Collection, Window, Facts]]:
         """Every shard of the graph's collections a window at a time, in the order a load reads them, with what is
-        known of the window: found once per load (the files do not change while it holds their lock)."""
+        known of the window: found once per load (the files do not change while it holds their lock). A window
+        known to hold no record of `kind` is left out, and once a file has been read whole, such a window is not
+        even read (a file the official server wrote holds its entities, then its relations: each pass reads about
+        half of it)."""
         for collection in self._store.collections.values():
             if collection.name == HISTORY:
                 continue
             for index, stat in sorted(collection.on_disk().items()):
                 path = str(collection.names.path(index))
-                for offset, window in _windows(path):
+                known = self._read_whole.get((path, stat))
+                spans: list[tuple[int, int]] | None = None
+                if known is None:
+                    read, spans = _windows(path), []
+                else:
+                    needed = [span for span in known if kind in self._facts[path, stat, span[0]].kinds]
+                    read = _windows_at(path, needed)
+                for offset, window in read:
                     facts = self._facts.get((path, stat, offset))
                     if facts is None:
-                        facts = self._facts[path, stat, offset] = Facts(dict(_spans(window, ESCAPES)))
-                    yield collection, window, facts
+                        facts = self._facts[path, stat, offset] = Facts.of(window)
+                    if spans is not None:
+                        spans.append((offset, window.end - window.start))
+                    if kind in facts.kinds:
+                        yield collection, window, facts
+                if spans is not None:  # (read whole: the next pass reads only the windows it needs)
+                    self._read_whole[path, stat] = spans
 
     def _may_read_every_record(self) -> None:
         if not self.every_record:
@@ -262,6 +282,7 @@ class ShardScan:
     def forget(self) -> None:
         """Let go of what was found once per load (the load has ended: the files may change from now on)."""
         self._facts.clear()
+        self._read_whole.clear()
         self._to_count = None
 
     def _records(self, lines: Iterable[tuple[Collection, bytes]]) -> Found:
@@ -310,11 +331,23 @@ class Facts:
     """What a window of a file holds, found by the first read that needs it and kept for the load's time."""
 
     escaped: Spans  # its lines holding a JSON escape
+    kinds: frozenset[str]  # the kinds of record it may hold (`of`)
     # kind -> how many lines start as this code and the official server write a record of the kind
     heads: dict[str, int] = field(default_factory=dict)
     # kind -> whether every line starts so and holds its type and each naming key of the kind once (`_naming`; its
     # lines of the kind are then those its pattern finds, when it finds as many as start so)
     usual: dict[str, bool] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, window: Window) -> Facts:
+        """A window's facts as first read: its lines with an escape, and the kinds of record it may hold. A record's
+        type is written as a JSON string, `"relation"`, or with an escape (which may spell anything): a window with
+        neither holds no record of the kind."""
+        escaped = dict(_spans(window, ESCAPES))
+        kinds = frozenset(
+            kind for kind, needle in _KIND_VALUES.items() if escaped or window.find(needle, window.start) != -1
+        )
+        return cls(escaped, kinds)
 
     def count_heads(self, window: Window) -> None:
         """`heads` and `usual`: a pass over the window for each count, only those that can tell something (a
@@ -350,6 +383,20 @@ def _windows(path: str) -> Iterator[tuple[int, Window]]:
             if rest:
                 yield offset, Window(b"\n" + rest, 1, len(rest) + 1)
     except OSError as exc:  # (the load holds the lock: only a hand edit or the disk can make this happen)
+        raise StorageError(f"cannot read {path} beside the load ({exc.strerror}): answering after the load") from exc
+
+
+def _windows_at(path: str, spans: list[tuple[int, int]]) -> Iterator[tuple[int, Window]]:
+    """The windows of a file (`_windows`) at these (offset, length), read alone: the same bytes, the others not read."""
+    try:
+        with open(path, "rb") as handle:
+            base = len(UTF8_BOM) if handle.read(len(UTF8_BOM)) == UTF8_BOM else 0
+            for offset, length in spans:
+                # (A window after the first begins after a newline: read with it, not copied after one.)
+                handle.seek(base + offset - (offset > 0))
+                data = handle.read(length + (offset > 0))
+                yield offset, Window(data if offset else b"\n" + data, 1, length + 1)
+    except OSError as exc:
         raise StorageError(f"cannot read {path} beside the load ({exc.strerror}): answering after the load") from exc
 
 

@@ -5,6 +5,7 @@ for it; their answers are compared with a server that loaded the same files."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import threading
@@ -316,6 +317,66 @@ def test_relations_counted_from_their_bytes_are_the_relations_the_load_reads(
         assert load.loader.is_alive()
     finally:
         load.finish()
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])  # (a file a hand saved with a byte order mark)
+@pytest.mark.parametrize("chunk_bytes", [150, 700])  # (scan.CHUNK_BYTES: windows of one kind, and one of both)
+def test_a_pass_for_one_kind_reads_only_the_windows_that_may_hold_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bom: bytes, chunk_bytes: int
+) -> None:
+    """As the official server writes a memory: its entities, then its relations. Once a file has been read whole, a
+    pass over one kind of record reads only the windows that may hold that kind (about half of such a file), and
+    the reads beside the load still answer as a loaded server does."""
+    every = [f"node {i}" for i in range(30)]
+    lines = [entity_line(name, "t", ["seen", f"fact {i}"]) for i, name in enumerate(every)]
+    lines += [
+        line({"type": "relation", "from": every[i % 30], "to": every[i * 7 % 30], "relationType": "knows"})
+        for i in range(60)
+    ]
+    # Among each kind's lines, one of the other kind whose type is written with an escape (a window that holds it
+    # may hold a record of any kind).
+    lines.insert(45, line({"type": "entity", "name": "hidden", "entityType": "t", "observations": ["seen"]}))
+    lines.insert(10, line({"type": "relation", "from": "hidden", "to": "node 3", "relationType": "knows"}))
+    lines[46] = lines[46].replace('"entity"', '"\\u0065ntity"')
+    lines[10] = lines[10].replace('"relation"', '"\\u0072elation"')
+    every.append("hidden")
+    path = tmp_path / "memory.json"
+    path.write_bytes(bom + "\n".join(lines).encode() + b"\n")
+    loaded = loaded_services(tmp_path)
+    with loaded.store.reading():
+        every_relation = set(loaded.graph.state.relations)
+    assert ("hidden", "node 3", "knows") in every_relation and "hidden" in substring_tier(loaded, "seen")
+    assert path.read_bytes().startswith(bom + b'{"type":"entity"')  # (the file as written: not rewritten by a load)
+    monkeypatch.setattr(f"{SCAN}.CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr("memory_graph.graph.LOADING_LEADING", 2)
+    read_alone: list[int] = []  # the bytes of each pass that read some windows alone
+    scan = importlib.import_module(SCAN)
+    original = scan._windows_at
+
+    def counted(file: str, spans: list[tuple[int, int]]) -> Iterator[Any]:
+        read_alone.append(sum(length for _, length in spans))
+        return original(file, spans)
+
+    monkeypatch.setattr(scan, "_windows_at", counted)
+    load = HeldLoad(tmp_path, monkeypatch)
+    try:
+        for query in ["seen", "fact 1", "node 2", "hidden"]:
+            answer = load.services.graph.search_nodes(query)
+            shown, tier = set(names(answer)), set(substring_tier(loaded, query))
+            assert shown <= tier and shown, query
+            assert relations(answer) == {r for r in every_relation if r[0] in shown or r[1] in shown}, query
+            if answer.truncated is not None:
+                touching = {r for r in every_relation if r[0] in tier or r[1] in tier}
+                assert answer.truncated.totalRelations == len(touching), query
+                assert answer.truncated.totalEntities == len(tier), query
+        for wanted in (["node 3"], ["node 4", "node 29", "missing"], ["hidden"], every):
+            assert load.services.graph.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+    assert read_alone, "no pass read windows alone"
+    # (each at most its kind's part and a window holding both kinds: never the whole file)
+    assert max(read_alone) < len(path.read_bytes()) - len(bom) - chunk_bytes, read_alone
 
 
 def waits_for_the_load(load: HeldLoad, read: Callable[[], Any]) -> Any:
