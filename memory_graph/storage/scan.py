@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
-from itertools import chain, groupby
+from itertools import chain, filterfalse, groupby
 from typing import TYPE_CHECKING, Any
 
 from memory_graph.errors import StorageError
@@ -475,12 +475,13 @@ def _naming(
     if facts.usual[kind] and len(found) == facts.heads[kind]:
         # The beginnings of the lines wanted, after their newline: the pieces, each name after its piece (one test
         # per kind, not a loop over the names: this runs for every record of the window).
+        # (The names wanted picked by a set's own test, called from C: half the time of a Python test per record.)
         head, *pieces = _WRITTEN_PIECES[kind]
         if kind == "relation":
             middle, tail = pieces
-            named = [b"".join((b"\n", head, a, middle, b, tail)) for a, b in found if a in written or b in written]
+            named = [b"".join((b"\n", head, a, middle, b, tail)) for a, b in filterfalse(written.isdisjoint, found)]
         else:
-            named = [b"".join((b"\n", head, name, *pieces)) for name in found if name in written]
+            named = [b"".join((b"\n", head, name, *pieces)) for name in filter(written.__contains__, found)]
         # Each wanted line found again from its beginning, in file order (a line written twice: its next copy).
         naming, place = [], start
         for beginning in named:
