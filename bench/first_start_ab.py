@@ -1,7 +1,8 @@
-"""A first start's first search_nodes, side by side: the official server and one or more checkouts of this code.
+"""A first start's first search_nodes (or open_nodes, `--open`), side by side: the official server and one or more
+checkouts of this code.
 
 Each run spawns every server in turn on its own fresh copy of one memory file (so each is a first start: no
-snapshot, the files read from nothing), sends `initialize` then one `search_nodes`, and times spawn -> answer.
+snapshot, the files read from nothing), sends `initialize` then the one call, and times spawn -> answer.
 Runs alternate between the servers, so drift on a shared machine hits all of them; read the ratios.
 
 The memory is the one bench/startup_bench.py writes (N entities with 3 observations, 2N relations), made once in
@@ -30,6 +31,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=100_000, help="entities (relations: twice as many)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--query", default="topic42", help="the search (topic42: 3,300 matches at 100k)")
+    parser.add_argument(
+        "--open", metavar="NAME", action="append", help="time open_nodes of these names instead (repeatable)"
+    )
     parser.add_argument("--folder", type=Path, required=True, help="where the memory file is made and kept")
     parser.add_argument("--code", action="append", default=[], help="label=folder of a checkout (repeatable)")
     args = parser.parse_args()
@@ -42,13 +46,14 @@ def main() -> int:
         label, folder = labelled.split("=", 1)
         command = [sys.executable, "-P", "-m", "memory_graph"]  # (-P: not the working folder's code first)
         servers[label] = (command, {"PYTHONPATH": str(Path(folder).resolve())})
+    tool, arguments = ("open_nodes", {"names": args.open}) if args.open else ("search_nodes", {"query": args.query})
     answers: dict[str, list[float]] = {label: [] for label in servers}
     for run in range(args.runs):
         for label, (command, env) in servers.items():
             with tempfile.TemporaryDirectory(dir=args.folder) as scratch:
                 copy = Path(scratch) / "memory.json"
                 shutil.copyfile(memory, copy)
-                initialized, answered, rss, _, _ = cold_start(command, copy, "search_nodes", {"query": args.query}, env)
+                initialized, answered, rss, _, _ = cold_start(command, copy, tool, arguments, env)
             answers[label].append(answered)
             print(
                 f"run {run + 1} {label:>10}: initialize {initialized:.2f} s, answer {answered:.2f} s, "
