@@ -3,6 +3,7 @@
     .venv/bin/python bench/harvest_lessons.py            # real errors of kinds the dev sets lack, three styles
     PYTHONHASHSEED=0 .venv/bin/python bench/lessons_fit_confidence.py   # the constants to paste into ranking.py
     PYTHONHASHSEED=0 .venv/bin/python bench/lessons_fit_confidence.py --evaluate  # the shipped ones, fit nothing
+    PYTHONHASHSEED=0 .venv/bin/python bench/lessons_fit_confidence.py --cross-validate '' a b c  # out of fold
 
 Fitting data, all harvested on this machine by really running tools (never the dev sets, which stay for
 measuring): bench/data/harvested-lessons.json (classes of error with a lesson in three styles: the raw key line,
@@ -18,10 +19,10 @@ The features are the ones the service computes (recorded from its own calls to r
 exactly what ships): score, margin over the best rival (a lesson that does not give the same fix), the clues
 (ranking.clues: the share of the query's rarest words the lesson explains, whether it names the query's error class,
 message coverage, query coverage, and the shares of the query and of its rarest words the lesson's prose explains),
-ln(store size). Model: logistic regression by gradient descent (no numpy in the default install), with the weight of
-ln(store size) kept at or below zero: more lessons are more chances of a near miss, never a reason for more
-confidence (unconstrained, the four fitting stores' sizes, 50 to 450 lessons, gave it a positive weight, which made
-a 1,000-lesson store answer uncovered errors more often).
+ln(store size), how crowded the call's top is (ranking.crowding). Model: logistic regression by gradient descent
+(no numpy in the default install), with the weight of ln(store size) kept at or below zero: more lessons are more
+chances of a near miss, never a reason for more confidence (unconstrained, the four fitting stores' sizes, 50 to
+450 lessons, gave it a positive weight, which made a 1,000-lesson store answer uncovered errors more often).
 Cut: the confidence that maximises right answers minus WRONG_COST x wrong ones over the fitting rows, with the
 negatives weighted to make up NEGATIVE_SHARE of the queries (the share harvested-lessons.json alone has), so that
 harvesting more negatives makes the fit surer, not the cut stricter: a confident wrong lesson costs the user
@@ -35,6 +36,7 @@ import json
 import math
 import sys
 import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,8 @@ WRONG_COST = 2.0
 NEGATIVE_SHARE = 0.25
 SIZE_FEATURE = 8  # ln(store size), in the order of ranking.confident's features
 Row = tuple[list[float], float]
+Labelled = tuple[Row, bool, str]  # a row, whether its query is a negative, its query's class
+FOLDS = 5
 
 
 def load(name: str) -> dict[str, Any]:
@@ -95,13 +99,17 @@ class Recorder:
         return list(found) if found is not None else None
 
 
-def collect(
-    store: list[dict[str, Any]], queries: list[dict[str, Any]]
-) -> tuple[list[tuple[Row, bool]], list[tuple[Row, bool]]]:
-    """(find rows, recommendation rows): the top answer's features and whether it is right, and whether the query
-    is a negative."""
-    find: list[tuple[Row, bool]] = []
-    rec: list[tuple[Row, bool]] = []
+def group_of(query: dict[str, Any]) -> str:
+    """The query's class (its lesson's name without a style), or the query itself when it is a negative: the unit
+    cross-validation keeps together, so no fold learns a class it is tested on."""
+    return query["expected"].split("__")[0] if query["expected"] else f"negative {query['id']}"
+
+
+def collect(store: list[dict[str, Any]], queries: list[dict[str, Any]]) -> tuple[list[Labelled], list[Labelled]]:
+    """(find rows, recommendation rows): the top answer's features and whether it is right, whether the query is a
+    negative, and its class (`group_of`)."""
+    find: list[Labelled] = []
+    rec: list[Labelled] = []
     recorder = Recorder()
     with tempfile.TemporaryDirectory() as folder:
         svc = services_for_folder(Path(folder)).lessons
@@ -114,11 +122,11 @@ def collect(
                 features = recorder.top()
                 negative = query["expected"] is None
                 if found and features is not None:
-                    find.append(((features, float(right(found[0].name, query["expected"]))), negative))
+                    find.append(((features, float(right(found[0].name, query["expected"]))), negative, group_of(query)))
                 recs = svc.get_lesson_recommendations(query["log"], limit=1).recommendations
                 features = recorder.top()
                 if recs and features is not None:
-                    rec.append(((features, float(right(recs[0].name, query["expected"]))), negative))
+                    rec.append(((features, float(right(recs[0].name, query["expected"]))), negative, group_of(query)))
         finally:
             ranking.confidence = original  # type: ignore[assignment]
     return find, rec
@@ -166,6 +174,67 @@ def best_cut(weights: list[float], rows: list[tuple[Row, bool]], negative_weight
     return best
 
 
+def fit_newton(rows: list[Row], l2: float = 1e-3, iterations: int = 30) -> list[float]:
+    """The same model as `fit` (logistic, the same l2, the weight of ln size at or below zero), by Newton's method:
+    a few seconds instead of minutes, for cross-validation's many fits."""
+    size = len(rows[0][0]) + 1
+    weights, free = [0.0] * size, [True] * size
+    for _ in range(iterations):
+        gradient, hessian = [0.0] * size, [[0.0] * size for _ in range(size)]
+        for x, y in rows:
+            values = [*x, 1.0]
+            p = predict(weights, x)
+            for i in range(size):
+                gradient[i] += (p - y) * values[i]
+                for j in range(i, size):
+                    hessian[i][j] += p * (1 - p) * values[i] * values[j]
+        kept = [i for i in range(size) if free[i]]
+        # The system (H / n + l2) step = g / n + l2 w, for the weights still free, by Gauss-Jordan elimination.
+        system = [
+            [hessian[min(i, j)][max(i, j)] / len(rows) + (l2 if i == j else 0.0) for j in kept]
+            + [gradient[i] / len(rows) + l2 * weights[i]]
+            for i in kept
+        ]
+        for column in range(len(kept)):
+            pivot = max(range(column, len(kept)), key=lambda r: abs(system[r][column]))
+            system[column], system[pivot] = system[pivot], system[column]
+            for r in range(len(kept)):
+                if r != column:
+                    factor = system[r][column] / system[column][column]
+                    system[r] = [a - factor * b for a, b in zip(system[r], system[column], strict=True)]
+        steps = {i: system[k][-1] / system[k][k] for k, i in enumerate(kept)}
+        for i, step in steps.items():
+            weights[i] -= step
+        if weights[SIZE_FEATURE] > 0:
+            weights[SIZE_FEATURE], free[SIZE_FEATURE] = 0.0, False
+        if max(map(abs, steps.values())) < 1e-6:
+            break
+    return weights
+
+
+def cross_validate(labelled: list[Labelled], negative_weight: float, salt: str) -> str:
+    """Out-of-fold figures: the queries split in FOLDS by class (`group_of`, salted), each fold answered by a model,
+    cut and floor fitted on the others. A method is kept when it wins here, not only on the rows it was fitted on
+    (more features always fit those better)."""
+    total, right_kept, wrong_kept, negatives_kept = 0.0, 0, 0, 0
+    for fold in range(FOLDS):
+        held = [zlib.crc32((salt + group).encode()) % FOLDS == fold for _, _, group in labelled]
+        train = [(row, negative) for (row, negative, _), out in zip(labelled, held, strict=True) if not out]
+        test = [(row, negative) for (row, negative, _), out in zip(labelled, held, strict=True) if out]
+        weights = fit_newton([row for row, _ in train])
+        floor = math.floor(20 * min(x[0] for (x, y), _ in train if y)) / 20
+        cut = max(
+            (step / 100 for step in range(100)), key=lambda c: objective(weights, train, negative_weight, c, floor)
+        )
+        total += objective(weights, test, negative_weight, cut, floor)
+        for (x, y), negative in test:
+            if predict(weights, x) >= cut and x[0] >= floor:
+                negatives_kept += negative
+                right_kept += bool(y) and not negative
+                wrong_kept += not y and not negative
+    return f"objective {total:.1f}: right {right_kept}, wrong {wrong_kept}, negatives answered {negatives_kept}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -173,6 +242,12 @@ def main() -> int:
         action="store_true",
         help="fit nothing: print what the shipped constants do on the harvested stores (to choose between methods "
         "on our own data; the dev sets only measure)",
+    )
+    parser.add_argument(
+        "--cross-validate",
+        metavar="SALT",
+        nargs="*",
+        help="fit nothing to paste: print out-of-fold figures for the method as it is, once per salt of the folds",
     )
     args = parser.parse_args()
     shipped = {
@@ -187,7 +262,17 @@ def main() -> int:
     positives = sum(1 for q in queries if q["expected"])
     negatives = len(queries) - positives
     negative_weight = NEGATIVE_SHARE / (1 - NEGATIVE_SHARE) * positives / negatives
-    collected = {label: collect(store, queries) for label, store in stores(harvested).items()}
+    labelled = {label: collect(store, queries) for label, store in stores(harvested).items()}
+    if args.cross_validate is not None:
+        for index, tool in enumerate(("FIND", "RECOMMEND")):
+            every = [row for pair in labelled.values() for row in pair[index]]
+            for salt in args.cross_validate or [""]:
+                print(f"{tool}, folds salted {salt!r}: {cross_validate(every, negative_weight, salt)}")
+        return 0
+    collected = {
+        label: tuple([(row, negative) for row, negative, _ in rows] for rows in pair)
+        for label, pair in labelled.items()
+    }
     for index, tool in enumerate(("FIND", "RECOMMEND")):
         rows = [row for pair in collected.values() for row, _ in pair[index]]
         if args.evaluate:

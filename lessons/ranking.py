@@ -74,15 +74,16 @@ MATCH_CEILING = (W_SORT + W_PARTIAL + W_LESSON_COVERAGE + W_QUERY_COVERAGE + W_D
 # match when that maximises right answers minus twice the wrong ones over the fitting data (its errors no lesson
 # covers weighted to a quarter of the queries); the weight of ln size is held at or below zero.
 # Weights of (score, margin over the best rival (see `margins`), rarest words explained, names the class,
-# message coverage, query coverage, query and rarest words explained by the lesson's prose, ln size), then the
-# intercept:
-FIND_CONFIDENCE = (1.104, 3.895, 1.011, -0.205, 2.386, 1.068, 2.132, 0.852, -0.075, -4.537)
-RECOMMEND_CONFIDENCE = (2.633, 3.773, 0.724, -0.6, 1.806, 0.362, 1.845, 0.961, -0.042, -4.585)
-FIND_MIN_CONFIDENCE = 0.38
-RECOMMEND_MIN_CONFIDENCE = 0.4
+# message coverage, query coverage, query and rarest words explained by the lesson's prose, ln size, how crowded
+# the call's top is (`crowding`)), then the intercept:
+FIND_CONFIDENCE = (1.08, 3.535, 0.893, -0.157, 2.441, 0.823, 2.109, 0.888, -0.014, -2.37, -4.287)
+RECOMMEND_CONFIDENCE = (2.544, 3.415, 0.7, -0.576, 1.811, 0.317, 1.892, 0.996, -0.002, -2.197, -4.393)
+FIND_MIN_CONFIDENCE = 0.4
+RECOMMEND_MIN_CONFIDENCE = 0.41
 # Score floors: the model is not trusted below the lowest score a right fitting answer had.
 FIND_THRESHOLD = 0.3
 RECOMMEND_THRESHOLD = 0.25
+CROWD_GAP = 0.05  # of a score, within which a candidate crowds the best one (`crowding`)
 RAREST_WORDS = 3  # the query's rarest words, which a right lesson explains (clues)
 SLOT_WEIGHT = 0.5  # of a slot's rarity (a quoted or file name), in the query's mass (see LessonIndex.prepare)
 UNKNOWN_WORD_WEIGHT = 0.5  # of a unique word's rarity, for a query word no lesson has
@@ -220,8 +221,8 @@ def best_first(items: list[T], order: Callable[[T], Any], score_of: Callable[[T]
 
 def confidence(weights: tuple[float, ...], features: tuple[float, ...]) -> float:
     """The fitted probability that a match is right, from its features: (score, margin over the best other lesson,
-    the three `clues`, ln store size); `weights` has one weight per feature, then the intercept."""
-    z = weights[-1] + sum(w * x for w, x in zip(weights, features, strict=False))
+    the `clues`, ln store size, `crowding`); `weights` has one weight per feature, then the intercept."""
+    z = weights[-1] + sum(w * x for w, x in zip(weights[:-1], features, strict=True))
     return 1 / (1 + math.exp(-max(-50.0, min(50.0, z))))
 
 
@@ -235,18 +236,27 @@ def confident(
     same_fix: Callable[[int, int], bool],
 ) -> list[float | None]:
     """For each score of a call's candidates, its confidence (`confidence` of the score, its margin over its best
-    rival, the candidate's clues and ln store size), or None when under the cut, the score under the floor, or under
-    RELATIVE_CUTOFF of the best candidate's score (which `best_first` drops whenever the best is answered).
-    `clues_of(i)`: candidate i's clues, asked for only where the score reaches that line (most candidates of a large
-    store do not, and the clues are the dear part of the features). `same_fix(i, j)`: whether candidates i and j
-    give the same fix (see `margins`)."""
+    rival, the candidate's clues, ln store size and how crowded the call's top is), or None when under the cut, the
+    score under the floor, or under RELATIVE_CUTOFF of the best candidate's score (which `best_first` drops
+    whenever the best is answered). `clues_of(i)`: candidate i's clues, asked for only where the score reaches that
+    line (most candidates of a large store do not, and the clues are the dear part of the features).
+    `same_fix(i, j)`: whether candidates i and j give the same fix (see `margins`)."""
     log_size = math.log(max(size, 1))
-    line = max(floor, RELATIVE_CUTOFF * max(scores, default=0.0))
+    best = max(scores, default=0.0)
+    line = max(floor, RELATIVE_CUTOFF * best)
+    crowd = crowding(scores, best)
     chances: list[float | None] = []
     for i, (score, margin) in enumerate(zip(scores, margins(scores, same_fix, line), strict=True)):
-        chance = confidence(weights, (score, margin, *clues_of(i), log_size)) if score >= line else None
+        chance = confidence(weights, (score, margin, *clues_of(i), log_size, crowd)) if score >= line else None
         chances.append(chance if chance is not None and chance >= cut else None)
     return chances
+
+
+def crowding(scores: list[float], best: float) -> float:
+    """How crowded a call's top is: the candidates scoring within CROWD_GAP of the best, in tens. Where many lessons
+    explain an error about as well, the best of them is less likely the one: the margin over the runner-up alone
+    says nothing of the third and the fourth (fitted weight negative; thirty-sixth session)."""
+    return sum(1 for score in scores if score >= best - CROWD_GAP) / 10
 
 
 def margins(scores: list[float], same_fix: Callable[[int, int], bool], line: float = 0.0) -> list[float]:
