@@ -517,12 +517,12 @@ def _plainly_written(key: Key) -> tuple[bytes, ...] | None:
 
 def _readable(plain_keys: set[tuple[bytes, ...]]) -> int:
     """How many of these relations (values as written) the load reads: those whose values are UTF-8."""
-    if _utf8(b"\n".join(chain.from_iterable(plain_keys))):  # (one call for all, as is the rule)
+    if _is_utf8(b"\n".join(chain.from_iterable(plain_keys))):  # (one call for all, as is the rule)
         return len(plain_keys)
-    return sum(_utf8(b"\n".join(values)) for values in plain_keys)
+    return sum(_is_utf8(b"\n".join(values)) for values in plain_keys)
 
 
-def _utf8(text: bytes) -> bool:
+def _is_utf8(text: bytes) -> bool:
     try:
         text.decode("utf-8")
     except UnicodeDecodeError:
