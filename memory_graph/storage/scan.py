@@ -70,7 +70,10 @@ _WRITTEN = {
 # last value, so a line that holds one twice is read whole; a lesson's error pattern has a type too).
 _NAMING_KEYS = {"entity": (b'"name":',), "relation": (b'"from":', b'"to":')}
 _TYPE_KEY = b'"type":'
-_KIND_VALUES = {kind: b'"' + kind.encode() + b'"' for kind in _WRITTEN_PIECES}
+# What a line of each kind must hold unless written with an escape: the load takes a record's kind from its type's
+# value ("entity" or "lesson", "relation") or, a line without one (or with a null), from its keys ("entityType",
+# "relationType"). Each begins so after its opening quote (`Facts.of`).
+_KIND_MARKS = {"entity": (b'"entity', b'"lesson"'), "relation": (b'"relation',)}
 # A relation's line that holds nothing else, its values plain: the line is its record's one spelling, which the
 # load reads as it is (its values, as written, are the relation's key).
 _PLAIN_RELATION = re.compile(
@@ -341,12 +344,15 @@ class Facts:
     @classmethod
     def of(cls, window: Window) -> Facts:
         """A window's facts as first read: its lines with an escape, and the kinds of record it may hold. A record's
-        type is written as a JSON string, `"relation"`, or with an escape (which may spell anything): a window with
-        neither holds no record of the kind."""
+        kind is read from its type's value or, without one, from its keys (`_KIND_MARKS`), each written plainly or
+        with an escape (which may spell anything): a window holding neither a kind's marks nor an escape holds no
+        record of that kind. (A name or a word beginning as a mark only makes the window read for both.)"""
         # (One search for a backslash first: most windows hold none, and then one pass, not one for each escape.)
         escaped = dict(_spans(window, ESCAPES)) if window.find(b"\\", window.start) != -1 else {}
         kinds = frozenset(
-            kind for kind, needle in _KIND_VALUES.items() if escaped or window.find(needle, window.start) != -1
+            kind
+            for kind, marks in _KIND_MARKS.items()
+            if escaped or any(window.find(mark, window.start) != -1 for mark in marks)
         )
         return cls(escaped, kinds)
 
@@ -396,6 +402,8 @@ def _windows_at(path: str, spans: list[tuple[int, int]]) -> Iterator[tuple[int, 
                 # (A window after the first begins after a newline: read with it, not copied after one.)
                 handle.seek(base + offset - (offset > 0))
                 data = handle.read(length + (offset > 0))
+                if len(data) != length + (offset > 0) or (offset and data[:1] != b"\n"):
+                    raise StorageError(f"{path} changed beside the load: answering after the load")
                 yield offset, Window(data if offset else b"\n" + data, 1, length + 1)
     except OSError as exc:
         raise StorageError(f"cannot read {path} beside the load ({exc.strerror}): answering after the load") from exc

@@ -379,6 +379,60 @@ def test_a_pass_for_one_kind_reads_only_the_windows_that_may_hold_it(
     assert max(read_alone) < len(path.read_bytes()) - len(bom) - chunk_bytes, read_alone
 
 
+# Records the load types by their keys (no type, a null one) or by another type's value (a lesson is an entity).
+UNTYPED = {
+    "no type": (
+        '{"name":"A","entityType":"t","observations":["seen"]}',
+        '{"from":"A","to":"node 1","relationType":"r"}',
+    ),
+    "type null": (
+        '{"type":null,"name":"A","entityType":"t","observations":["seen"]}',
+        '{"type":null,"from":"A","to":"node 1","relationType":"r"}',
+    ),
+    "lesson": (
+        '{"type":"lesson","name":"A","observations":["seen"]}',  # (its entityType: "lesson")
+        '{"type":"relation","from":"A","to":"node 1","relationType":"r"}',
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(UNTYPED))
+@pytest.mark.parametrize("chunk_bytes", [8 << 20, 120, 400])
+def test_a_record_typed_by_its_keys_is_read_in_a_window_of_the_other_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, chunk_bytes: int
+) -> None:
+    """A window is left out of a pass only when it cannot hold a record of the pass's kind: an entity line without
+    a type (or with a null one, or a lesson's) among relation lines, and such a relation among entity lines, are
+    read beside the load as the load reads them."""
+    entity, relation_line = UNTYPED[case]
+    every = [f"node {i}" for i in range(12)]
+    entities = [entity_line(name, "t", ["other"]) for name in every]
+    relations_ = [
+        line({"type": "relation", "from": every[i % 12], "to": every[i * 5 % 12], "relationType": "knows"})
+        for i in range(24)
+    ]
+    lines = [*entities[:6], relation_line, *entities[6:], *relations_[:12], entity, *relations_[12:]]
+    (tmp_path / "memory.json").write_text("\n".join(lines) + "\n")
+    loaded = loaded_services(tmp_path)
+    assert names(loaded.graph.open_nodes(["A"])) == ["A"]
+    monkeypatch.setattr(f"{SCAN}.CHUNK_BYTES", chunk_bytes)
+    load = HeldLoad(tmp_path, monkeypatch)
+    try:
+        for wanted in (["A"], ["node 1"], ["A", "node 1", "node 2"]):
+            assert load.services.graph.open_nodes(wanted) == loaded.graph.open_nodes(wanted), wanted
+        for query in ["seen", "other", "node"]:
+            assert sorted(names(load.services.graph.search_nodes(query))) == sorted(substring_tier(loaded, query))
+        reads = load.services.store.reads_while_loading()
+        assert reads is not None
+        with reads.answering(), loaded.store.reading():
+            for wanted in (["A"], ["node 1"], every):
+                expected = loaded.graph.state.count_relations_touching(wanted)
+                assert reads.count_relations_touching(wanted) == expected, wanted
+        assert load.loader.is_alive()
+    finally:
+        load.finish()
+
+
 def waits_for_the_load(load: HeldLoad, read: Callable[[], Any]) -> Any:
     """The read's answer, which must not come before the held load is released."""
     done: list[Any] = []
