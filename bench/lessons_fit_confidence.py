@@ -188,6 +188,11 @@ def fit_newton(rows: list[Row], l2: float = 1e-3, iterations: int = 30) -> list[
                 gradient[i] += (p - y) * values[i]
                 for j in range(i, size):
                     hessian[i][j] += p * (1 - p) * values[i] * values[j]
+        # A weight held at zero is let go again when the loss would fall as it went negative (else it stays pinned
+        # at its first step past zero, short of the constrained optimum).
+        pinned_falls = not free[SIZE_FEATURE] and gradient[SIZE_FEATURE] / len(rows) + l2 * weights[SIZE_FEATURE] > 0
+        if pinned_falls:
+            free[SIZE_FEATURE] = True
         kept = [i for i in range(size) if free[i]]
         # The system (H / n + l2) step = g / n + l2 w, for the weights still free, by Gauss-Jordan elimination.
         system = [
@@ -207,7 +212,7 @@ def fit_newton(rows: list[Row], l2: float = 1e-3, iterations: int = 30) -> list[
             weights[i] -= step
         if weights[SIZE_FEATURE] > 0:
             weights[SIZE_FEATURE], free[SIZE_FEATURE] = 0.0, False
-        if max(map(abs, steps.values())) < 1e-6:
+        if max(map(abs, steps.values())) < 1e-6 and not pinned_falls:
             break
     return weights
 
