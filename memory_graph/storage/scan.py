@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse, groupby
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from memory_graph.errors import StorageError
 from memory_graph.storage.codec import (
@@ -376,36 +376,40 @@ def _windows(path: str) -> Iterator[tuple[int, Window]]:
     """A file read CHUNK_BYTES at a time (plain reads, not a map: a file cut short by a hand edit meanwhile would
     kill the process with SIGBUS), each window ending after a line's end (the last may end without), with its
     place in the file."""
-    try:
-        with open(path, "rb") as handle:
-            rest = handle.read(len(UTF8_BOM)).removeprefix(UTF8_BOM)
-            offset = 0
-            while piece := handle.read(CHUNK_BYTES):
-                data = b"".join((b"\n", rest, piece))
-                cut = data.rfind(b"\n") + 1
-                if cut > 1:
-                    yield offset, Window(data, 1, cut)
-                    offset += cut - 1
-                rest = data[cut:]
-            if rest:
-                yield offset, Window(b"\n" + rest, 1, len(rest) + 1)
-    except OSError as exc:  # (the load holds the lock: only a hand edit or the disk can make this happen)
-        raise StorageError(f"cannot read {path} beside the load ({exc.strerror}): answering after the load") from exc
+    with _reading(path) as handle:
+        rest = handle.read(len(UTF8_BOM)).removeprefix(UTF8_BOM)
+        offset = 0
+        while piece := handle.read(CHUNK_BYTES):
+            data = b"".join((b"\n", rest, piece))
+            cut = data.rfind(b"\n") + 1
+            if cut > 1:
+                yield offset, Window(data, 1, cut)
+                offset += cut - 1
+            rest = data[cut:]
+        if rest:
+            yield offset, Window(b"\n" + rest, 1, len(rest) + 1)
 
 
 def _windows_at(path: str, spans: list[tuple[int, int]]) -> Iterator[tuple[int, Window]]:
     """The windows of a file (`_windows`) at these (offset, length), read alone: the same bytes, the others not read."""
+    with _reading(path) as handle:
+        base = len(UTF8_BOM) if handle.read(len(UTF8_BOM)) == UTF8_BOM else 0
+        for offset, length in spans:
+            # (A window after the first begins after a newline: read with it, not copied after one.)
+            handle.seek(base + offset - (offset > 0))
+            data = handle.read(length + (offset > 0))
+            if len(data) != length + (offset > 0) or (offset and data[:1] != b"\n"):
+                raise StorageError(f"{path} changed beside the load: answering after the load")
+            yield offset, Window(data if offset else b"\n" + data, 1, length + 1)
+
+
+@contextmanager
+def _reading(path: str) -> Iterator[BinaryIO]:
+    """The file open for reading; a failure to read it a StorageError (the call then waits for the load)."""
     try:
         with open(path, "rb") as handle:
-            base = len(UTF8_BOM) if handle.read(len(UTF8_BOM)) == UTF8_BOM else 0
-            for offset, length in spans:
-                # (A window after the first begins after a newline: read with it, not copied after one.)
-                handle.seek(base + offset - (offset > 0))
-                data = handle.read(length + (offset > 0))
-                if len(data) != length + (offset > 0) or (offset and data[:1] != b"\n"):
-                    raise StorageError(f"{path} changed beside the load: answering after the load")
-                yield offset, Window(data if offset else b"\n" + data, 1, length + 1)
-    except OSError as exc:
+            yield handle
+    except OSError as exc:  # (the load holds the lock: only a hand edit or the disk can make this happen)
         raise StorageError(f"cannot read {path} beside the load ({exc.strerror}): answering after the load") from exc
 
 
