@@ -163,15 +163,20 @@ def objective(
     return sum(weight * (y - WRONG_COST * (1 - y)) for y, weight in kept)
 
 
-def best_cut(weights: list[float], rows: list[tuple[Row, bool]], negative_weight: float) -> float:
-    """The confidence cut (two decimals) maximising right - WRONG_COST x wrong answers kept, an answer to a
-    negative query counting `negative_weight`."""
+def best_cut(weights: list[float], rows: list[tuple[Row, bool]], negative_weight: float, floor: float = 0.0) -> float:
+    """The confidence cut (two decimals) maximising right - WRONG_COST x wrong answers kept (scoring at least
+    `floor`), an answer to a negative query counting `negative_weight`."""
     best, best_value = 0.0, -math.inf
     for step in range(100):
-        value = objective(weights, rows, negative_weight, step / 100)
+        value = objective(weights, rows, negative_weight, step / 100, floor)
         if value > best_value:
             best, best_value = step / 100, value
     return best
+
+
+def score_floor(rows: list[Row]) -> float:
+    """The score floor: the lowest score a right answer had, rounded down to 0.05 (the model is not trusted below)."""
+    return math.floor(20 * min(x[0] for x, y in rows if y)) / 20
 
 
 def fit_newton(rows: list[Row], l2: float = 1e-3, iterations: int = 30) -> list[float]:
@@ -227,10 +232,8 @@ def cross_validate(labelled: list[Labelled], negative_weight: float, salt: str) 
         train = [(row, negative) for (row, negative, _), out in zip(labelled, held, strict=True) if not out]
         test = [(row, negative) for (row, negative, _), out in zip(labelled, held, strict=True) if out]
         weights = fit_newton([row for row, _ in train])
-        floor = math.floor(20 * min(x[0] for (x, y), _ in train if y)) / 20
-        cut = max(
-            (step / 100 for step in range(100)), key=lambda c: objective(weights, train, negative_weight, c, floor)
-        )
+        floor = score_floor([row for row, _ in train])
+        cut = best_cut(weights, train, negative_weight, floor)
         total += objective(weights, test, negative_weight, cut, floor)
         for (x, y), negative in test:
             if predict(weights, x) >= cut and x[0] >= floor:
@@ -287,7 +290,7 @@ def main() -> int:
         else:
             weights = fit(rows)
             cut = best_cut(weights, [row for pair in collected.values() for row in pair[index]], negative_weight)
-            floor = math.floor(20 * min(x[0] for x, y in rows if y)) / 20
+            floor = score_floor(rows)
             print(f"{tool}_CONFIDENCE = {tuple(round(w, 3) for w in weights)}")
             print(f"{tool}_MIN_CONFIDENCE = {cut}")
             print(f"{tool}_THRESHOLD = {floor}")
