@@ -76,7 +76,7 @@ MATCH_CEILING = (W_SORT + W_PARTIAL + W_LESSON_COVERAGE + W_QUERY_COVERAGE + W_D
 # Weights of (score, margin over the best rival (see `margins`), rarest words explained, names the class,
 # message coverage, query coverage, query and rarest words explained by the lesson's prose, ln size, how crowded
 # the call's top is (`crowding`)), then the intercept:
-FIND_CONFIDENCE = (1.08, 3.535, 0.893, -0.157, 2.441, 0.823, 2.109, 0.888, -0.014, -2.37, -4.287)
+FIND_CONFIDENCE = (2.288, 3.55, 0.755, -0.163, 2.259, 0.093, 1.904, 1.001, -0.008, -2.838, -4.28)
 RECOMMEND_CONFIDENCE = (2.544, 3.415, 0.7, -0.576, 1.811, 0.317, 1.892, 0.996, -0.002, -2.197, -4.393)
 FIND_MIN_CONFIDENCE = 0.4
 RECOMMEND_MIN_CONFIDENCE = 0.41
@@ -540,6 +540,7 @@ class LessonIndex:
     def __init__(self) -> None:
         self.lessons: dict[str, IndexedLesson] = {}
         self._document_frequency: Counter[str] = Counter()
+        self._type_frequency: Counter[str] = Counter()  # lessons per type key (type_specificity)
         self._holders: dict[str, set[str]] = {}
         self._twins: dict[str, set[str]] = {}  # twin key -> lessons: finds a new lesson's twin
         # Rarity changes whenever a lesson comes or goes; between changes it is computed once per word.
@@ -580,6 +581,7 @@ class LessonIndex:
         self.lessons[indexed.name] = indexed
         if indexed.twin_key:
             self._twins.setdefault(indexed.twin_key, set()).add(indexed.name)
+        self._type_frequency[indexed.type] += 1
         self._idf.clear()
         self._message_mass.clear()
         self._explanation_mass.clear()
@@ -620,6 +622,9 @@ class LessonIndex:
             twins.discard(name)
             if not twins:
                 del self._twins[old.twin_key]
+        self._type_frequency[old.type] -= 1
+        if self._type_frequency[old.type] <= 0:
+            del self._type_frequency[old.type]
         self._idf.clear()
         self._message_mass.clear()
         self._explanation_mass.clear()
@@ -649,6 +654,17 @@ class LessonIndex:
             value = math.log((len(self.lessons) + 1) / (self._document_frequency.get(word, 0) + 0.5))
             self._idf[word] = value
         return value
+
+    def type_specificity(self, kind: str) -> float:
+        """How much a caller's type agreeing with a lesson's says, from 0 to 1: the type's rarity among the lessons
+        over the rarity of a type no other lesson has. A type most lessons share ("runtime", "build") narrows little;
+        given in full, it lifted every lesson of that type over the one whose author worded its type otherwise
+        ("cmake configure"), which an assistant writing its own lessons usually does."""
+        unique = math.log((len(self.lessons) + 1) / 1.5)
+        if unique <= 0:
+            return 1.0
+        shared = math.log((len(self.lessons) + 1) / (self._type_frequency.get(kind, 0) + 0.5))
+        return max(0.0, min(1.0, shared / unique))
 
     def same_fix(self, first: IndexedLesson, second: IndexedLesson) -> bool:
         """Whether two lessons explain an error alike: the idf-weighted Jaccard overlap of their explanations'
@@ -777,9 +793,10 @@ class LessonIndex:
         score = (base + self._partial(query, lesson, cap, sorted_ratio)) * identity_factor(query, lesson)
         untyped = score / (1 - W_TYPE)
         # The type is a soft prior: a caller's own wording of it ("db" for "database") must not score worse than
-        # giving none, so a differing type falls back to the untyped score; an equal one adds a little on top.
+        # giving none, so a differing type falls back to the untyped score; an equal one adds a little on top, as
+        # much as the type narrows the store (type_specificity).
         if query_type and same_type(query_type, lesson.type):
-            return max(untyped, score + W_TYPE)
+            return max(untyped, score + W_TYPE * self.type_specificity(lesson.type))
         return untyped
 
     def best_match(self, queries: list[Query], lesson: IndexedLesson) -> tuple[float, Query | None]:

@@ -74,7 +74,8 @@ LESSONS_DATA = ROOT.parent / "shared" / "data" / "lessons"
 # figures measured when the confidence model landed (docs/benchmarks.md), a little rounded down: they guard against
 # regressions. The bars are not all met yet; a floor is raised as the figure improves.
 EXTENDED = [
-    ("distractors", ["errors-dev.json", "distractors-dev.json"], "errors-dev.json", None, (0.95, 0.91), (0.97, 0.95)),
+    # (find 0.953 -> 0.962 when a type most lessons share stopped lifting them, thirty-seventh session)
+    ("distractors", ["errors-dev.json", "distractors-dev.json"], "errors-dev.json", None, (0.96, 0.91), (0.97, 0.95)),
     (
         "authored",
         ["errors-dev-authored.json", "distractors-dev.json"],
@@ -90,7 +91,7 @@ EXTENDED = [
         ["errors-dev-authored-A.json", "distractors-dev.json"],
         "errors-dev-authored-A.json",
         None,
-        (0.49, 0.44),
+        (0.50, 0.44),
         (0.80, 0.80),
     ),
     # (find 0.972 -> 0.962 with the crowding clue, thirty-sixth session: one JSON error more abstained on)
@@ -143,8 +144,9 @@ def test_uncovered_errors_are_answered_less_often_than_measured() -> None:
     lessons alone (was 0.26 / 0.52). Both are within the bar. (Before the prose clues and the line weighting, twelfth
     session: 0.06 / 0.06 and 0.02 / 0.04; those changes answer a few more uncovered errors and far more summaries:
     recommendations on authored-A 0.075 -> 0.443. With the crowding clue, thirty-sixth session, against the
-    distractors: 0.06 / 0.06.)"""
+    distractors: 0.06 / 0.06. With a type's weight scaled by how few lessons share it, thirty-seventh session, against
+    the 26 lessons: 0.04 / 0.10.)"""
     _, _, find, rec = top1_rates(["errors-dev.json", "distractors-dev.json"], "negatives-dev.json", None)
     assert find <= 0.06 and rec <= 0.06, (find, rec)
     _, _, find, rec = top1_rates(["errors-dev.json"], "negatives-dev.json", None)
-    assert find <= 0.06 and rec <= 0.10, (find, rec)
+    assert find <= 0.04 and rec <= 0.10, (find, rec)

@@ -357,3 +357,54 @@ def test_candidates_are_the_lessons_holding_the_most_rarity_of_the_query_words()
     both = sorted((f"L{i:03}" for i in range(0, 120, 20)), reverse=True)
     wombat_only = sorted((f"L{i:03}" for i in range(0, 120, 4) if i % 20), reverse=True)
     assert two_words == both + wombat_only
+
+
+def test_a_type_most_lessons_share_does_not_outweigh_what_the_error_says() -> None:
+    """An assistant words a lesson's type its own way ("cmake configure"); the caller's "build" is the type of most
+    stored lessons, so agreeing with it narrows little and must not lift them over the lesson that explains the
+    error. A type few lessons have still counts in full."""
+
+    def typed(name: str, kind: str, message: str, observations: list[str]) -> dict:
+        record = lesson(name, message, observations)
+        record["errorPattern"]["type"] = kind
+        return record
+
+    builds = [
+        (
+            "CMAKE_UNKNOWN_COMMAND",
+            'CMake Error at CMakeLists.txt:3 (add_exectuable): Unknown CMake command "add_exectuable".',
+        ),
+        ("GCC_NO_FILE", "gcc: error: main.c: No such file or directory"),
+        ("MAKE_NO_RULE", "make: *** No rule to make target 'install'.  Stop."),
+        ("LD_UNDEFINED", "undefined reference to `pthread_create'"),
+        ("JAVAC_SYMBOL", "error: cannot find symbol"),
+        ("CARGO_E0432", "error[E0432]: unresolved import `serde`"),
+    ]
+    index = index_of(
+        *(
+            typed(name, "build", message, ["The build stopped here.", "Fix: correct the build file."])
+            for name, message in builds
+        ),
+        typed(
+            "CMAKE_FIND_PACKAGE",
+            "cmake configure",
+            "CMake can't find OpenCV during configure - libopencv-dev is not installed",
+            ["CMake's find_package() could not locate the dependency: no Find<Pkg>.cmake module or package config."],
+        ),
+    )
+    error = (
+        'CMake Error at CMakeLists.txt:4 (find_package): By not providing "FindQt6.cmake" in CMAKE_MODULE_PATH this '
+        'project has asked CMake to find a package configuration file provided by "Qt6", but CMake did not find one.'
+    )
+    assert best_lesson(index, error, type_key("build")) == "CMAKE_FIND_PACKAGE"
+    assert index.type_specificity(type_key("cmake configure")) == 1.0
+    assert index.type_specificity(type_key("build")) < 0.25
+    # The type still decides between two lessons alike in words when few lessons have it.
+    full_disk = "cp: error writing 'out.bin': No space left on device"
+    index = index_of(
+        typed("DISK_FULL_DB", "database", "No space left on device", ["The disk is full."]),
+        typed("DISK_FULL_BUILD", "build", "No space left on device", ["The disk is full."]),
+        *(typed(name, "runtime", message, ["Something else."]) for name, message in builds),
+    )
+    assert best_lesson(index, full_disk, type_key("database")) == "DISK_FULL_DB"
+    assert best_lesson(index, full_disk, type_key("build")) == "DISK_FULL_BUILD"
