@@ -39,6 +39,9 @@ SHARED_ARGUMENTS: tuple[list[str], ...] = ([], ["serve"])
 # The shared server's first line on every connection: not MCP, never relayed. A connection closed before it (a
 # server exiting for idleness as the client connected) is retried with a new server.
 GREETING = b'{"memory-graph-shared":1}\n'
+# Its last line on a connection whose input ended and whose every request is settled, never relayed either: a close
+# without it is the server's end (a kill, a crash, a stop), which a clean close of the socket looks the same as.
+FAREWELL = b'{"memory-graph-shared":"done"}\n'
 START_SECONDS = 60.0  # how long a start waits for a shared server it launched to accept it
 GREETING_SECONDS = 10.0  # the greeting is sent at accept, whatever the server is doing
 HELD_SECONDS = 5.0  # how long a place whose lock is held may go without a server accepting on it
@@ -283,7 +286,7 @@ def _request_id(line: bytes) -> tuple[str, Any] | None:
         return None
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # (json.loads: a line nested past the interpreter's depth)
         return None
     return _id_key(message.get("id")) if isinstance(message, dict) and "method" in message else None
 
@@ -294,7 +297,7 @@ def _cancelled_id(line: bytes) -> tuple[str, Any] | None:
         return None
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # (json.loads: a line nested past the interpreter's depth)
         return None
     if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
         return None
@@ -309,7 +312,7 @@ def _response_id(line: bytes) -> tuple[str, Any] | None:
         return _id_key(json.loads(start.group(1)))
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # (json.loads: a line nested past the interpreter's depth)
         return None
     return _id_key(message.get("id")) if isinstance(message, dict) and "method" not in message else None
 
@@ -329,9 +332,12 @@ class Relay:
         signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
         threading.Thread(target=self._to_server, name="stdin", daemon=True).start()
         stdout = sys.stdout.buffer
-        broke = False
+        broke = finished = False
         try:
             for line in self.connection.reader:
+                if line == FAREWELL:
+                    finished = True
+                    continue
                 answered = _response_id(line)
                 if answered is not None:
                     with self.lock:
@@ -342,9 +348,10 @@ class Relay:
             broke = True  # the server's side broke: treated as its end
         except KeyboardInterrupt:
             return 130
-        if self.input_over.is_set() and not broke:
-            # The server closes a connection whose input ended only once it has settled every request read (an
-            # answer, or a cancellation's silence): nothing is left to answer, whatever the ids noted here say.
+        if finished and not broke:
+            # The server says farewell on a connection whose input ended only once it has settled every request
+            # read (an answer, or a cancellation's silence): nothing is left to answer, whatever the ids noted here
+            # say.
             return 0
         with self.lock:
             left = list(self.unanswered.values())

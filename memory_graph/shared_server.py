@@ -26,7 +26,7 @@ import anyio
 
 from memory_graph.config import Settings
 from memory_graph.errors import MemoryGraphError
-from memory_graph.launch import ALREADY_SERVED, GREETING, lock_of
+from memory_graph.launch import ALREADY_SERVED, FAREWELL, GREETING, lock_of
 from memory_graph.server import App, build_app
 from memory_graph.stdio import serve_connection, stop_on_signal
 from memory_graph.subscriptions import CONNECTION
@@ -143,6 +143,7 @@ async def _serve_client(app: App, connection: socket.socket, clients: Clients) -
     CONNECTION.set(connection)  # (this task's context, which its requests' tasks inherit)
     try:
         await serve_connection(app.server, reader, writer)
+        await anyio.to_thread.run_sync(_say_farewell, writer)
     except Exception as exc:  # one client's end is never the others'
         broken = isinstance(exc, OSError) or (isinstance(exc, ExceptionGroup) and exc.split(OSError)[1] is None)
         if broken:  # it went away mid-answer
@@ -150,11 +151,20 @@ async def _serve_client(app: App, connection: socket.socket, clients: Clients) -
         else:
             log.exception("a client's connection failed")
     finally:
+        # Wakes this connection's reading thread first (a client may be silent when the server stops): closing a
+        # reader that another thread is reading waits for that read to return, which would hold the event loop.
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
         for part in (reader, writer, connection):
             with contextlib.suppress(OSError):
                 part.close()
         app.subscriptions.connection_ended(connection)
         clients.closed()
+
+
+def _say_farewell(writer: IO[bytes]) -> None:
+    writer.write(FAREWELL)
+    writer.flush()
 
 
 if __name__ == "__main__":

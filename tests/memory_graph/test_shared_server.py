@@ -147,6 +147,70 @@ def test_a_request_the_shared_server_dies_before_answering_is_answered_with_an_e
         replacement.close()
 
 
+def test_a_request_of_a_shared_server_killed_after_the_input_ended_is_answered_with_an_error(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    """A killed server's socket closes as cleanly as a server that has answered everything: only its farewell line
+    tells the relay that nothing is left to answer."""
+    # A memory whose load takes seconds: read_graph waits for it, its line read by the server (a line left unread
+    # in the killed server's socket would make the close a reset, which the relay already took for its end).
+    lines = (
+        json.dumps({"type": "entity", "name": f"e{i}", "entityType": "t", "observations": []}) for i in range(200_000)
+    )
+    (tmp_path / "memory.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = shared_env(tmp_path, shared_runtime)
+    client = Server(tmp_path, env, "client")
+    try:
+        client.initialize()
+        (server_pid,) = shared_pids(shared_runtime)
+        client.send(tool_call(1, "read_graph", {}))
+        assert client.process.stdin is not None
+        client.process.stdin.close()  # the input is over before the server ends
+        time.sleep(0.5)
+        os.kill(server_pid, signal.SIGKILL)
+        assert "shared memory-graph server stopped before answering" in client.answer(1)["error"]["message"]
+        assert client.process.wait(timeout=TIMEOUT) == 1
+    finally:
+        client.close()
+
+
+def test_a_signal_stops_the_shared_server_while_its_clients_are_quiet(tmp_path: Path, shared_runtime: Path) -> None:
+    """Closing a connection whose reading thread waits in a read used to wait for that read: one silent client kept
+    the stopping server alive, answering nobody, until it spoke."""
+    env = shared_env(tmp_path, shared_runtime)
+    clients = [Server(tmp_path, env, f"client{i}") for i in range(2)]
+    try:
+        for client in clients:
+            client.initialize()
+        (server_pid,) = shared_pids(shared_runtime)
+        os.kill(server_pid, signal.SIGTERM)
+        wait_until(lambda: not alive(server_pid), "the shared server's end after SIGTERM", limit=10)
+        for client in clients:
+            assert client.process.wait(timeout=TIMEOUT) == 1  # told that the server closed the connection
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_line_nested_deeper_than_json_can_parse_is_relayed_and_later_requests_answered(
+    tmp_path: Path, shared_runtime: Path
+) -> None:
+    """The relay reads each line's id with json.loads, which raises RecursionError past about 1,000 levels: that
+    ended its reading thread, and every later request was lost."""
+    deep = "[" * 3000 + "]" * 3000
+    finished = run_to_the_end(
+        shared_env(tmp_path, shared_runtime),
+        line(INITIALIZE)
+        + '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": '
+        + deep
+        + "}}\n"
+        + line({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+    )
+    assert finished.returncode == 0, finished.stderr
+    answers = [json.loads(x) for x in finished.stdout.splitlines()]
+    assert 2 in [a["id"] for a in answers] and "RecursionError" not in finished.stderr, finished.stderr
+
+
 def test_the_shared_server_exits_after_its_idle_time_and_removes_its_socket(
     tmp_path: Path, shared_runtime: Path
 ) -> None:
