@@ -34,6 +34,7 @@ from mcp_types import (
     PARSE_ERROR,
     ErrorData,
     JSONRPCError,
+    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
     RequestId,
@@ -166,6 +167,12 @@ async def _read(
                     if rejection is not None:
                         await replies.send(SessionMessage(rejection))
                     continue
+                if isinstance(message, JSONRPCNotification) and _has_id(line):
+                    # An id that is neither an integer nor a string (1.0, true, null) makes pydantic read the line as
+                    # a notification, which nobody answers: the client would wait for ever.
+                    log.warning("answered a request whose id is neither an integer nor a string")
+                    await replies.send(SessionMessage(_invalid_request(None)))
+                    continue
                 metadata = None
                 if isinstance(message, JSONRPCRequest):
                     # Counted before it is handed over, so its answer cannot overtake the count.
@@ -192,22 +199,33 @@ def _rejection(line: str, exc: ValidationError) -> JSONRPCError | None:
         return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message=message))
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data):
         log.warning("dropped a malformed response from the client: %s", error["msg"])
         return None
     request_id = data.get("id") if isinstance(data, dict) else None
     log.warning("answered a line that is not a JSON-RPC message: %s", error["msg"])
-    return JSONRPCError(
-        jsonrpc="2.0",
-        id=request_id if type(request_id) in (int, str) else None,
-        error=ErrorData(
-            code=INVALID_REQUEST,
-            message='Invalid Request: expected one JSON-RPC 2.0 object with "jsonrpc": "2.0" and a "method" '
-            "(batches are not supported)",
-        ),
+    return _invalid_request(request_id if type(request_id) in (int, str) else None)
+
+
+def _invalid_request(request_id: RequestId | None) -> JSONRPCError:
+    message = (
+        'Invalid Request: expected one JSON-RPC 2.0 object with "jsonrpc": "2.0", a "method" and, for a request, an '
+        '"id" that is an integer or a string (batches are not supported)'
     )
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_REQUEST, message=message))
+
+
+def _has_id(line: str) -> bool:
+    """Whether the line's object has an "id" member (a notification has none)."""
+    if '"id"' not in line:
+        return False
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "id" in data
 
 
 async def _write(

@@ -173,6 +173,22 @@ def test_requests_piped_in_before_stdin_closes_are_all_answered(tmp_path: Path) 
     assert all("result" in answers[i] and not answers[i]["result"]["isError"] for i in range(1, 6))
 
 
+def test_a_request_whose_id_is_neither_an_integer_nor_a_string_is_answered_as_invalid(tmp_path: Path) -> None:
+    """pydantic reads `"id": 1.5` (or true, or null) as a notification's extra field: nobody answered it, and a
+    client that wrote a float id waited for ever."""
+    odd_ids = [
+        '{"jsonrpc": "2.0", "id": ' + value + ', "method": "ping"}\n' for value in ("1.5", "1.0", "true", "null")
+    ]
+    finished = run_to_the_end(
+        server_env(tmp_path), line(INITIALIZE) + "".join(odd_ids) + line({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+    )
+    assert finished.returncode == 0, finished.stderr
+    answers = [json.loads(x) for x in finished.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [0, None, None, None, None, 9], answers
+    for invalid in answers[1:5]:
+        assert invalid["error"]["code"] == -32600 and "integer or a string" in invalid["error"]["message"]
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize(
     ("signum", "exit_codes"), [(signal.SIGINT, {0, 130}), (signal.SIGTERM, {0})], ids=["SIGINT", "SIGTERM"]
