@@ -18,7 +18,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Field, StrictStr
@@ -116,6 +116,10 @@ class RestoredEntity(BaseModel):
 Since = Annotated[str | None, Field(description="Only changes at or after this UTC ISO 8601 time")]
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LAST_MILLISECOND = datetime.max.replace(microsecond=999_000, tzinfo=UTC)
+
+
 def parse_moment(raw: str, field: str) -> datetime:
     """An ISO 8601 time; one without a zone is taken as UTC."""
     try:
@@ -129,7 +133,15 @@ def parse_moment(raw: str, field: str) -> datetime:
 
 def id_prefix(moment: datetime) -> str:
     """The id prefix of events made at `moment`: ids start with the time in nanoseconds, zero-padded."""
-    return f"{int(moment.timestamp() * 1_000_000_000):020d}"
+    since_epoch = moment - EPOCH  # (whole numbers: a float of the seconds is off by a few hundred nanoseconds)
+    return f"{(since_epoch.days * 86_400 + since_epoch.seconds) * 1_000_000_000 + since_epoch.microseconds * 1000:020d}"
+
+
+def millisecond_after(moment: datetime) -> datetime:
+    """The end of the millisecond `moment` falls in: events are shown to the millisecond (their `at`), so a moment
+    copied from an event's `at` holds that event and whatever else was made within the same millisecond."""
+    start = moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
+    return start + timedelta(milliseconds=1) if start < LAST_MILLISECOND else moment
 
 
 def record_view(record: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -391,7 +403,7 @@ class HistoryService:
         own = [self.store.event(k) for k in keys]
         own = [e for e in own if e["key"] == ["entity", name]]
         if moment is not None:
-            cutoff = id_prefix(moment) + "~"  # "~" sorts after every id made at that nanosecond
+            cutoff = id_prefix(millisecond_after(moment))  # (an id of that instant is longer: it sorts after)
             then = [e for e in own if e["id"] < cutoff]
             if not then:
                 raise NotFoundError(f"Entity with name {name} has no history before {moment.isoformat()}.")

@@ -16,7 +16,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from memory_graph.storage.codec import HISTORY, dump_line, record_key
@@ -33,8 +33,13 @@ def change_events(
 ) -> list[dict[str, Any]]:
     """One event per record the transaction really changes, in the graph collections. Their ids start after
     `after_ns` (the newest stored event's time), so ids keep the order of commits when the clock steps back."""
-    at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    stamp = f"{max(time.time_ns(), after_ns + 1):020d}-{os.getpid()}"
+    now_ns = max(time.time_ns(), after_ns + 1)
+    stamp = f"{now_ns:020d}-{os.getpid()}"
+    # The time shown is the id's own, to the millisecond (read apart, the clock could pass a millisecond between the
+    # two): restore_entity(at=an event's `at`) then holds that event, whose id is within that millisecond.
+    millis = now_ns // 1_000_000
+    shown = datetime.fromtimestamp(millis // 1000, UTC) + timedelta(milliseconds=millis % 1000)
+    at = shown.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     events: list[dict[str, Any]] = []
     for name, changes in list(tx.changes.items()):
         if name == HISTORY:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -149,6 +150,21 @@ async def test_restore_at_a_moment_returns_an_earlier_state(client: Client) -> N
     restored = await call(client, "restore_entity", name="Alice", at=moment)
     assert restored["entity"]["observations"] == ["lives in Paris", "likes tea"]
     assert "time" in await refused(client, "restore_entity", name="Alice", at="yesterday")
+
+
+async def test_restore_at_the_moment_get_history_shows_brings_back_that_version(client: Client) -> None:
+    """An event's `at` is its id's time to the millisecond: restoring at it gives the state that event made, not
+    the one before (the cutoff was the first nanosecond of that millisecond, before the event's own id)."""
+    for fact in ("v1", "v2", "v3"):
+        await anyio.sleep(0.005)  # (each edit in a millisecond of its own)
+        await call(client, "add_observations", observations=[{"entityName": "Alice", "contents": [fact]}])
+    edits = [e for e in (await call(client, "get_history", name="Alice"))["events"] if e["op"] == "add_observations"]
+    for event, kept in zip(reversed(edits), (["v1"], ["v1", "v2"], ["v1", "v2", "v3"]), strict=True):
+        restored = await call(client, "restore_entity", name="Alice", at=event["at"])
+        assert restored["entity"]["observations"] == ["lives in Paris", "likes tea", *kept], event
+    [created] = [e for e in (await call(client, "get_history", name="Alice"))["events"] if e["op"] == "create_entities"]
+    restored = await call(client, "restore_entity", name="Alice", at=created["at"])
+    assert restored["entity"]["observations"] == ["lives in Paris", "likes tea"]
 
 
 async def test_whole_history_is_newest_first_and_since_filters(client: Client) -> None:
