@@ -40,6 +40,10 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Text = Annotated[StrictStr, StringConstraints(strip_whitespace=False)]
 NonBlank = Annotated[StrictStr, StringConstraints(min_length=1, pattern=r"\S")]
+MAX_ALIASES = 10  # wordings of its error a lesson learns (the newest kept)
+MAX_ALIAS_CHARS = 500  # of a learned wording of a lesson's error (a lookup's message is cut to it)
+Alias = Annotated[StrictStr, StringConstraints(min_length=1, max_length=MAX_ALIAS_CHARS, pattern=r"\S")]
+RATE_TOLERANCE = 0.01  # a success rate given to two decimals is a whole count of successes
 Severity = Literal["low", "medium", "high", "critical"]
 # Number.MAX_SAFE_INTEGER: the largest count a JavaScript reader of the file still reads exactly.
 MAX_COUNT = 2**53 - 1
@@ -226,7 +230,24 @@ class LessonMetadataInput(BaseModel):
             raise ValueError(
                 "metadata.successRate > 0 needs metadata.frequency > 0 (how many attempts it is a share of)"
             )
+        if "successRate" in self.model_fields_set and self.frequency:
+            # The rate is stored as successCount / frequency: a rate that is not one (to two decimals) would be
+            # shown, then replaced at the next outcome, with no attempt between.
+            count = self.successCount if self.successCount is not None else round(self.successRate * self.frequency)
+            if abs(count / self.frequency - self.successRate) >= RATE_TOLERANCE:
+                given = "metadata.successCount" if self.successCount is not None else "the nearest whole count"
+                raise ValueError(
+                    f"metadata.successRate ({self.successRate:g}) is not {given} over metadata.frequency "
+                    f"({count}/{self.frequency} = {count / self.frequency:.3f}); send metadata.successCount (the "
+                    "attempts that worked) and leave successRate out: it is derived"
+                )
         return self
+
+    def success_count(self) -> int:
+        """The successes this prior history says (given, or the rate's whole share of the attempts)."""
+        if self.successCount is not None:
+            return self.successCount
+        return round(self.successRate * self.frequency)
 
 
 class LessonInput(BaseModel):
@@ -312,7 +333,11 @@ class LessonChanges(BaseModel):
     addObservations: list[StrictStr] = Field(default_factory=list, description="Appended to the observations")
     verificationSteps: list[VerificationStep] | None = Field(default=None, description="Replaces the steps")
     severity: Severity | None = None
-    aliases: list[StrictStr] | None = Field(default=None, description="Replaces the learned wordings ([] clears them)")
+    aliases: list[Alias] | None = Field(
+        default=None,
+        max_length=MAX_ALIASES,
+        description=f"Replaces the learned wordings of the error, at most {MAX_ALIASES} ([] clears them)",
+    )
 
     def changes_nothing(self) -> bool:
         return (

@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 from rapidfuzz import fuzz
 
 from lessons import signature as signature_module
+from lessons.model import MAX_ALIASES
 from lessons.signature import evidence_words, identity_words, shape, slot_words, strip_ansi, twin_key
 from memory_graph import search as search_module
 
@@ -114,7 +115,6 @@ FUZZY_NEEDLE = 512
 FUZZY_AREA = 1 << 20  # needle x haystack characters
 MAX_KEYS = 3  # observations used as extra match keys, and the characters read of each
 MAX_KEY_CHARS = 600
-MAX_ALIASES = 10  # wordings a lesson learns (service.py keeps the newest)
 KEY_DISCOUNT = 1.0  # an observation's wording counts as much as the message's (measured: 1.0 beat 0.9 on authored-A)
 
 # Lines that announce an error (a generous net; the scoring decides). Both patterns are matched against the line in
@@ -376,7 +376,7 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         other_shapes=tuple(
             shape(str(text)[:MAX_KEY_CHARS])
             for text in chain(
-                islice(record.get("aliases") or [], MAX_ALIASES), islice(record.get("observations") or [], MAX_KEYS)
+                _newest(record.get("aliases"), MAX_ALIASES), islice(record.get("observations") or [], MAX_KEYS)
             )
         ),
         message_identity=identity_words(message),
@@ -386,6 +386,12 @@ def index_record(record: dict[str, Any]) -> IndexedLesson:
         explanation_evidence=explained,
         prose_evidence=evidence_words(unquoted(explanation_text(record))),
     )
+
+
+def _newest(items: Any, count: int) -> list[Any]:
+    """The last `count` items of a list (a lesson's aliases are kept oldest first: two copies of a lesson merged on
+    import may hold more than a lesson learns)."""
+    return list(items[-count:]) if isinstance(items, list) else []
 
 
 def _indexed_fields(record: dict[str, Any]) -> tuple[Any, ...]:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lessons.model import (
+    MAX_ALIAS_CHARS,
+    MAX_ALIASES,
     CreatedLesson,
     ErrorQuery,
     Lesson,
@@ -40,7 +42,6 @@ from lessons.ranking import (
     FIND_CONFIDENCE,
     FIND_MIN_CONFIDENCE,
     FIND_THRESHOLD,
-    MAX_ALIASES,
     RECENCY_DECAY,
     RECOMMEND_CONFIDENCE,
     RECOMMEND_MIN_CONFIDENCE,
@@ -85,7 +86,6 @@ Ranked = tuple[float, float, float, str, str, Query | None]
 
 ALIAS_WINDOW_SECONDS = 3_600.0  # an outcome reported later than this after the lookup teaches no wording
 JOURNAL_SIZE = 256
-MAX_ALIAS_CHARS = 500
 
 
 class LookupJournal:
@@ -135,7 +135,10 @@ SEVERITIES = ("low", "medium", "high", "critical")
 
 def merge_twin(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """A lesson with a twin's observations, verification steps and counts added, the higher of the two severities,
-    the twin's environment keys it lacks, its context and stack trace where it has none, and the twin's name kept."""
+    the twin's environment keys it lacks, and the twin's name kept. The twin's context and stack trace come as a
+    pair where the lesson has neither (a context beside another occurrence's stack trace would say what never
+    happened); otherwise its context becomes an observation ("Also seen while ...") and its stack trace is left
+    out (`merge_leaves_out`)."""
     meta = complete_metadata(current)
     added = new["metadata"]
     for key in ("frequency", "successCount", "recentSuccesses", "recentAttempts"):
@@ -143,22 +146,53 @@ def merge_twin(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     meta["severity"] = max(meta["severity"], added["severity"], key=SEVERITIES.index)
     meta["environment"] = {**added["environment"], **meta["environment"]}
     pattern = dict(current.get("errorPattern") or {})
-    for key in ("context", "stackTrace"):
-        if not pattern.get(key) and new["errorPattern"].get(key):
-            pattern[key] = new["errorPattern"][key]
+    occurrence = {key: new["errorPattern"][key] for key in ("context", "stackTrace") if new["errorPattern"].get(key)}
+    observations = [*(current.get("observations") or []), *new["observations"]]
+    if not pattern.get("context") and not pattern.get("stackTrace"):
+        pattern.update(occurrence)
+    elif occurrence.get("context") and occurrence["context"] != pattern.get("context"):
+        observations.append(f"Also seen while {occurrence['context']}")
     meta["successRate"] = meta["successCount"] / meta["frequency"] if meta["frequency"] else 0.0
     meta["updatedAt"] = utc_now()
-    steps = list(current.get("verificationSteps") or [])
-    commands = {step.get("command") for step in steps if isinstance(step, dict)}
-    steps.extend(step for step in new["verificationSteps"] if step["command"] not in commands)
     return {
         **current,
         "errorPattern": pattern,
-        "observations": list(dict.fromkeys([*(current.get("observations") or []), *new["observations"]])),
-        "verificationSteps": steps,
+        "observations": list(dict.fromkeys(observations)),
+        "verificationSteps": merged_steps(current.get("verificationSteps") or [], new["verificationSteps"]),
         "metadata": meta,
         "mergedNames": list(dict.fromkeys([*(current.get("mergedNames") or []), new["name"]])),
     }
+
+
+def merge_leaves_out(current: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What of a twin `merge_twin` does not keep, for the answer to say so."""
+    pattern = current.get("errorPattern") or {}
+    trace = new["errorPattern"].get("stackTrace")
+    kept_own = bool(pattern.get("context") or pattern.get("stackTrace"))
+    return (
+        ["its stack trace: the lesson keeps its own"]
+        if kept_own and trace and trace != pattern.get("stackTrace")
+        else []
+    )
+
+
+def merged_steps(current: list[Any], new: list[dict[str, Any]]) -> list[Any]:
+    """A lesson's verification steps with a twin's added: a step of a command the lesson already checks completes
+    that step (its expected output where the lesson's has none, its success indicators added), else is appended."""
+    steps = [dict(step) if isinstance(step, dict) else step for step in current]
+    by_command = {step.get("command"): step for step in steps if isinstance(step, dict)}
+    for step in new:
+        same = by_command.get(step["command"])
+        if same is None:
+            steps.append(step)
+            by_command[step["command"]] = step
+            continue
+        if not same.get("expectedOutput") and step.get("expectedOutput"):
+            same["expectedOutput"] = step["expectedOutput"]
+        indicators = [*(same.get("successIndicators") or []), *(step.get("successIndicators") or [])]
+        if indicators:
+            same["successIndicators"] = list(dict.fromkeys(indicators))
+    return steps
 
 
 def changed_lesson(record: dict[str, Any], changes: LessonChanges) -> dict[str, Any]:
@@ -332,10 +366,8 @@ class LessonService:
     ) -> dict[str, Any]:
         given = lesson.metadata
         now = utc_now()
-        successes = given.successCount if given.successCount is not None else round(given.successRate * given.frequency)
-        rate = (
-            given.successRate if given.successCount is None else successes / given.frequency if given.frequency else 0.0
-        )
+        successes = given.success_count()
+        rate = successes / given.frequency if given.frequency else 0.0
         return {
             "type": "entity",
             "name": lesson.name,
@@ -403,13 +435,23 @@ class LessonService:
             if twin is not None:
                 # The same error signature is already a lesson: a second one would split its record of successes
                 # and be found in its place half the time.
+                holder = self._merged_into(lesson.name, anywhere=False)
+                if holder is not None:
+                    raise ConflictError(
+                        f'"{lesson.name}" already stands for this project\'s lesson "{holder}" (a lesson of that name '
+                        f'was merged into it), and this one is the same error as "{twin}": send it under another name, '
+                        f'or update_lesson "{twin}" with what it adds'
+                    )
                 merged = merge_twin(self.records[twin], record)
+                left_out = merge_leaves_out(self.records[twin], record)
                 answer = CreatedLesson(
                     **lesson_of(merged).model_dump(),
                     merged=True,
                     note=f'"{twin}" already covers this error (the same message but for places and times); the new '
-                    "observations, steps and counts were merged into it, and update_lesson_success and update_lesson "
-                    f'accept "{lesson.name}" for it. Use update_lesson to edit it.',
+                    "observations, steps and counts were merged into it"
+                    + (f" (not {', '.join(left_out)})" if left_out else "")
+                    + f', and update_lesson_success and update_lesson accept "{lesson.name}" for it. Use update_lesson '
+                    "to edit it.",
                 )
                 tx.upsert(LESSONS, merged)
                 return answer
@@ -432,8 +474,10 @@ class LessonService:
             name = self._resolve(changes.name)
             record = self.records.get(name) if name is not None else None
             if record is not None and name is not None:
-                if changes.errorPattern is not None:
-                    self.lookups.forget(name)  # a lookup of the old error teaches the new pattern nothing
+                if changes.errorPattern is not None or changes.aliases is not None:
+                    # A lookup of the old error teaches the new pattern nothing, and aliases just set (or cleared)
+                    # are not to be learned again from a lookup made before.
+                    self.lookups.forget(name)
                 updated = changed_lesson(record, changes)
                 answer = lesson_of(updated)
                 tx.upsert(LESSONS, updated)
@@ -448,7 +492,14 @@ class LessonService:
             return name
         if self.names.entity_type(name) is not None:
             return None
-        return next((n for n, r in self.records.items() if name in (r.get("mergedNames") or ())), None)
+        return self._merged_into(name)
+
+    def _merged_into(self, name: str, anywhere: bool = True) -> str | None:
+        """The lesson a twin named `name` was merged into: this project's (with MEMORY_LESSONS=shared, projects
+        each merge their own twins, and may name them alike), else (`anywhere`) another project's."""
+        holders = [n for n, r in self.records.items() if name in (r.get("mergedNames") or ())]
+        own = next((n for n in holders if self._project_of(n) == self.project), None)
+        return own if own is not None or not anywhere else next(iter(holders), None)
 
     def _with_outcome(self, record: dict[str, Any], success: bool) -> dict[str, Any]:
         """The lesson with one more attempt counted, and after a success the wording that found it (and that it

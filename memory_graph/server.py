@@ -33,6 +33,8 @@ from mcp.types import (
 from pydantic import BaseModel, Field, StrictBool, StrictStr, ValidationError
 
 from lessons.model import (
+    MAX_ALIASES,
+    Alias,
     CreatedLesson,
     ErrorPattern,
     ErrorQuery,
@@ -468,7 +470,11 @@ def register_lesson_tools(server: MCPServer, lessons: LessonService) -> None:
         ] = None,
         severity: Annotated[Severity | None, Field(description="low, medium, high or critical")] = None,
         aliases: Annotated[
-            list[StrictStr] | None, Field(description="Replaces the wordings learned from use ([] clears them)")
+            list[Alias] | None,
+            Field(
+                max_length=MAX_ALIASES,
+                description=f"Replaces the wordings learned from use, at most {MAX_ALIASES} ([] clears them)",
+            ),
         ] = None,
     ) -> Annotated[CallToolResult, Lesson]:
         """Edit a lesson: the fields sent replace the stored ones (addObservations appends); its name, success

@@ -52,6 +52,13 @@ def junk(rng: random.Random, depth: int = 0) -> Any:
     return {rng.choice(KEYS): junk(rng, depth + 1) for _ in range(rng.randint(0, 4))}
 
 
+def prior_counts(rng: random.Random) -> dict[str, Any]:
+    """A lesson's prior history: attempts and a rate of them that is a whole count (to two decimals), or not."""
+    frequency = rng.randint(0, 5)
+    rate = round(rng.randint(0, frequency) / frequency, 2) if frequency else 0.0
+    return {"frequency": frequency, "successRate": rate if rng.random() < 0.9 else rng.random()}
+
+
 def plausible(tool: str, rng: random.Random) -> dict[str, Any]:
     def name() -> str:
         return text(rng) or "n"
@@ -75,7 +82,7 @@ def plausible(tool: str, rng: random.Random) -> dict[str, Any]:
             "lesson": {
                 "name": name(),
                 "errorPattern": {"type": name(), "message": name()},
-                "metadata": {"frequency": rng.randint(0, 5), "successRate": rng.random()},
+                "metadata": prior_counts(rng),
             }
         },
         "find_similar_errors": lambda: {"errorPattern": {"type": text(rng), "message": name(), "context": text(rng)}},

@@ -57,7 +57,7 @@ def apply(services: Services, op: tuple[Any, ...]) -> None:
             LessonInput(
                 name=op[1],
                 errorPattern={"type": "runtime", "message": op[2]},
-                metadata={"frequency": op[3], "successRate": 0.5 if op[3] else 0.0},
+                metadata={"frequency": op[3], "successCount": op[3] // 2},
             )
         )
     elif op[0] == "outcome":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lessons.model import LessonInput
+from lessons.model import MAX_ALIASES, LessonInput
 from lessons.ranking import (
     CANDIDATES,
     RECENCY_DECAY,
@@ -20,6 +20,7 @@ from lessons.ranking import (
     type_key,
     unquoted,
 )
+from lessons.signature import shape
 from memory_graph.app import services_for_folder
 
 
@@ -408,3 +409,25 @@ def test_a_type_most_lessons_share_does_not_outweigh_what_the_error_says() -> No
     )
     assert best_lesson(index, full_disk, type_key("database")) == "DISK_FULL_DB"
     assert best_lesson(index, full_disk, type_key("build")) == "DISK_FULL_BUILD"
+
+
+def test_a_lesson_is_matched_by_its_newest_aliases() -> None:
+    """Two copies of a lesson merged on import may hold more aliases than a lesson learns: the newest are matched."""
+    record = lesson("PORT", "Error: listen EADDRINUSE: address already in use :::3000", ["Another process has it."])
+    words = [
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+        "lima",
+    ]
+    record["aliases"] = [f"the {word} wording of the error" for word in words[: MAX_ALIASES + 2]]
+    shapes = index_of(record).lessons["PORT"].other_shapes
+    assert shape(record["aliases"][-1]) in shapes and shape(record["aliases"][0]) not in shapes

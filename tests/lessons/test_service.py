@@ -312,6 +312,74 @@ async def test_a_twin_is_merged_into_the_lesson_it_duplicates_and_its_name_still
     assert (await call(client, "create_lesson", lesson=other))["merged"] is False
 
 
+async def test_a_twin_keeps_its_occurrence_and_its_steps_details_and_a_merged_name_is_not_reused(
+    client: Client,
+) -> None:
+    # Its context: "starting the dev server"; a step with a command only.
+    await call(client, "create_lesson", lesson={**PORT, "verificationSteps": [{"command": "lsof -i :3000"}]})
+    twin = {
+        **PORT,
+        "name": "PORT_BUSY",
+        "errorPattern": {
+            **PORT["errorPattern"],
+            "message": "Error: listen EADDRINUSE: address already in use :::8080",
+            "context": "running the end-to-end tests",
+            "stackTrace": "at Server.setupListenHandle [as _listen2] (node:net:1817:16)",
+        },
+        "verificationSteps": [{"command": "lsof -i :3000", "expectedOutput": "", "successIndicators": ["exit 1"]}],
+    }
+    merged = await call(client, "create_lesson", lesson=twin)
+    assert merged["merged"] is True and merged["errorPattern"]["context"] == "starting the dev server"
+    assert "Also seen while running the end-to-end tests" in merged["observations"]
+    assert "not its stack trace" in merged["note"]
+    assert merged["verificationSteps"] == [
+        {"command": "lsof -i :3000", "expectedOutput": "", "successIndicators": ["exit 1"]}
+    ]
+    # The name now stands for NODE_EADDRINUSE: a lesson of another error merged under it would be out of reach.
+    other = {
+        **PORT,
+        "errorPattern": {"type": "network", "message": "Error: listen EACCES: permission denied 0.0.0.0:80"},
+    }
+    await call(client, "create_lesson", lesson={**other, "name": "PORT_DENIED"})
+    refused = await error_of(
+        client,
+        "create_lesson",
+        lesson={
+            **other,
+            "name": "PORT_BUSY",
+            "errorPattern": {**other["errorPattern"], "message": other["errorPattern"]["message"].replace("80", "443")},
+        },
+    )
+    assert '"PORT_BUSY" already stands for' in refused and '"NODE_EADDRINUSE"' in refused and "another name" in refused
+
+
+async def test_prior_counts_are_stored_as_a_whole_count_and_its_rate(client: Client) -> None:
+    def prior(**metadata: Any) -> dict[str, Any]:
+        return {**PIP, "metadata": {**PIP["metadata"], **metadata}}
+
+    for metadata in ({"frequency": 10, "successRate": 0.9, "successCount": 2}, {"frequency": 3, "successRate": 0.5}):
+        message = await error_of(client, "create_lesson", lesson=prior(**metadata))
+        assert "metadata.successRate" in message and "send metadata.successCount" in message, message
+    stored = (await call(client, "create_lesson", lesson=prior(frequency=3, successRate=0.67)))["metadata"]
+    assert (stored["successCount"], stored["successRate"]) == (2, 2 / 3)
+
+
+async def test_aliases_set_by_hand_are_not_learned_again_and_are_checked(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PORT)
+    error = {"type": "network", "message": "listen EADDRINUSE: address already in use 0.0.0.0:5173 (vite)"}
+    assert (await call(client, "find_similar_errors", errorPattern=error))["matches"]
+    await call(client, "update_lesson_success", lessonName="NODE_EADDRINUSE", success=True)
+    assert (await call(client, "update_lesson", name="NODE_EADDRINUSE", aliases=[]))["aliases"] == []
+    again = await call(client, "update_lesson_success", lessonName="NODE_EADDRINUSE", success=True)
+    assert again["lesson"].get("aliases", []) == []  # the lookup before the clearing teaches nothing
+    for aliases, problem in (
+        ([" "], "aliases[0]"),
+        (["x" * 501], "aliases[0]"),
+        ([f"e{i}" for i in range(11)], "aliases"),
+    ):
+        assert problem in await error_of(client, "update_lesson", name="NODE_EADDRINUSE", aliases=aliases)
+
+
 async def test_update_lesson_replaces_the_fields_sent_and_keeps_counts_and_history(client: Client) -> None:
     await call(client, "create_lesson", lesson=PIP)
     await call(client, "update_lesson_success", lessonName="PIP_NO_MATCHING_DIST", success=True)

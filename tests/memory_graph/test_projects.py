@@ -128,6 +128,34 @@ async def test_lessons_are_shared_and_prefer_the_current_project_at_equal_releva
             assert recommended["recommendations"][0]["name"] == first
 
 
+def test_a_merged_twins_name_reaches_the_lesson_of_the_project_that_merged_it(tmp_path: Path) -> None:
+    """Each project merges its own twins, and two projects may name them alike: the name was resolved to the first
+    lesson holding it, another project's, whose counts and fields were then changed."""
+    from lessons.model import LessonChanges, LessonInput, SuccessReport
+    from memory_graph.app import build_services
+
+    def port_lesson(name: str, port: int) -> LessonInput:
+        message = f"Error: listen EADDRINUSE: address already in use 127.0.0.1:{port}"
+        return LessonInput.model_validate(
+            {**PORT_LESSON, "name": name, "errorPattern": {"type": "network", "message": message}}
+        )
+
+    alpha, beta = (build_services(project_settings(tmp_path, name)).lessons for name in ("alpha", "beta"))
+    for lessons, project in ((alpha, "alpha"), (beta, "beta")):
+        lessons.create_lesson(port_lesson(f"{project}-port", 8000))
+        assert lessons.create_lesson(port_lesson("port-in-use", 9000)).name == f"{project}-port"
+    assert beta.update_lesson_success(SuccessReport(lessonName="port-in-use", success=True)).lesson.name == "beta-port"
+    assert beta.update_lesson(LessonChanges(name="port-in-use", severity="high")).name == "beta-port"
+    assert alpha.records["alpha-port"]["metadata"]["frequency"] == 0
+    assert alpha.records["alpha-port"]["metadata"]["severity"] == "medium"
+    # A project without a twin of that name still reaches another project's lesson by it.
+    gamma = build_services(project_settings(tmp_path, "gamma")).lessons
+    assert gamma.update_lesson_success(SuccessReport(lessonName="port-in-use", success=True)).lesson.name in {
+        "alpha-port",
+        "beta-port",
+    }
+
+
 async def test_lessons_per_project_with_memory_lessons_project(tmp_path: Path) -> None:
     async with (
         Client(build_app(project_settings(tmp_path, "alpha", MEMORY_LESSONS="project")).server) as alpha,
