@@ -701,8 +701,12 @@ class LessonService:
                         summary.lessons += 1
                         pending[name] = {**record, "metadata": complete_metadata(record)}
                     else:
-                        pending[name] = merge_records(current, record)
-                        summary.merged += 1
+                        merged = merge_records(current, record)
+                        if merged == current:
+                            summary.duplicates += 1
+                        else:
+                            summary.merged += 1
+                        pending[name] = merged
                 for record in pending.values():
                     tx.upsert(LESSONS, record)
             summary.progress(min(start + batch, len(records)))

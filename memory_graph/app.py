@@ -84,7 +84,7 @@ def migration_target(settings: Settings, target: str) -> Settings:
     if target.startswith(("postgresql://", "postgres://")):
         return replace(settings, database_url=target)
     memory_file = Path(target).expanduser().absolute()
-    if memory_file.is_dir():
+    if memory_file.is_dir() or target.endswith(("/", os.sep)):  # (a folder to be made: Path drops the slash)
         memory_file = memory_file / "memory.json"
     return replace(
         settings, database_url=None, memory_file=memory_file, lesson_file=memory_file.with_name("lesson.json")

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from memory_graph import __version__
 from memory_graph.app import Services, build_services, migration_target, store_for
-from memory_graph.config import AUTO_PROJECT, Settings, port_number, project_name
+from memory_graph.config import AUTO_PROJECT, DEFAULT_STORE, Settings, port_number, project_name
 from memory_graph.errors import InvalidInputError, MemoryGraphError, StorageError
 from memory_graph.export import FORMATS, render
 from memory_graph.graph import ImportSummary
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     exporting = commands.add_parser("export", help="write the whole memory out")
     exporting.add_argument("--format", choices=FORMATS, default="jsonl")
     exporting.add_argument("--output", type=Path, help="file to write (default: standard output)")
+    exporting.add_argument("--force", action="store_true", help="replace the --output file if it exists")
     commands.add_parser("stats", help="counts by type, shards and file sizes (JSON)")
     commands.add_parser("check", help="validate every shard; exit 1 when anything is wrong")
     commands.add_parser("repair", help="set aside bad and duplicate lines, finish or set aside a broken commit")
@@ -77,7 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         "default) to another project's",
     )
     moving.add_argument("name", metavar="NAME")
-    moving.add_argument("--to-project", required=True, metavar="PROJECT", help="the project to move it to")
+    moving.add_argument(
+        "--to-project",
+        required=True,
+        metavar="PROJECT",
+        help=f"the project to move it to ({DEFAULT_STORE}: the default store)",
+    )
     migrating = commands.add_parser(
         "migrate",
         help="copy the whole store (graph, lessons, history) into an empty one: a PostgreSQL URL or a memory file; "
@@ -215,6 +221,11 @@ def export(services: Services, args: argparse.Namespace) -> int:
     target = args.output.expanduser().absolute()
     if target.resolve() in services.store.paths():
         raise InvalidInputError(f"--output {args.output} is one of the store's own files; choose another file")
+    if target.exists() and not args.force:
+        raise InvalidInputError(
+            f"--output {args.output} already exists (it may be another store's memory, or an earlier export); "
+            "choose another file, or add --force to replace it"
+        )
     if not target.parent.is_dir():
         raise InvalidInputError(f"--output {args.output}: the folder {target.parent} does not exist; create it first")
     try:
@@ -310,10 +321,11 @@ def projects(services: Services, args: argparse.Namespace) -> int:
 
 
 def move_entity_command(services: Services, args: argparse.Namespace) -> int:
-    name = project_name(args.to_project, "--to-project")
-    if name == services.settings.project:
-        raise InvalidInputError(f"--to-project {name} is the project the entity is in; name another one")
-    target = build_services(services.settings.for_project(name))
+    default = args.to_project.strip().lower() == DEFAULT_STORE
+    name = DEFAULT_STORE if default else project_name(args.to_project, "--to-project")
+    if name == (services.settings.project or DEFAULT_STORE):
+        raise InvalidInputError(f"--to-project {name} is the store the entity is in; name another one")
+    target = build_services(services.settings.for_project(None if default else name))
     moved = move_entity(services, target, args.name)
     print(f"moved {moved.name!r} with {moved.relations_moved} relation(s) to project {name}")
     if moved.relations_left:

@@ -160,7 +160,10 @@ def move_entity(source: Services, target: Services, name: str) -> MovedEntity:
         raise ConflictError(f"{target.store.location} already has an entity {name!r}; rename or merge one first")
     target.graph.create_entities([entity])
     ends = {r.to if r.from_ == name else r.from_ for r in found.relations}
-    present = {e.name for e in target.graph.open_nodes(sorted(ends)).entities} | {name}
+    # (Each end looked up, not read: a read is cut to the response budget, and an end left out of it would count as
+    # missing, its relation deleted.)
+    with target.store.reading():
+        present = {end for end in ends if target.graph.entity_type(end) is not None} | {name}
     moving = [r for r in found.relations if r.from_ in present and r.to in present]
     target.graph.create_relations(moving)
     source.graph.delete_entities([name])

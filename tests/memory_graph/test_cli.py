@@ -109,6 +109,7 @@ def test_import_merges_official_and_fork_files_and_skips_duplicates(tmp_path: Pa
     assert "'Ghost'" in first.stderr
     again = run(tmp_path, "import", str(official), str(fork))
     assert "imported 0 entities, 0 relations, 0 lessons" in again.stdout
+    assert "merged 0 into names already there" in again.stdout  # the lesson again, unchanged: a duplicate
     stats = json.loads(run(tmp_path, "stats").stdout)
     assert stats["memory"]["entities"] == 4 and stats["memory"]["relations"] == 2
     assert stats["lesson"]["entities"] == 1
@@ -291,6 +292,14 @@ def test_export_refuses_the_stores_own_files_and_a_missing_folder(tmp_path: Path
     assert own.read_bytes() == before
     missing = run(tmp_path, "export", "--output", str(tmp_path / "nowhere" / "out.jsonl"))
     assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    # Another file (another store's memory, an earlier export) is replaced only when asked to.
+    other = tmp_path / "other.jsonl"
+    other.write_text("kept\n", encoding="utf-8")
+    refused = run(tmp_path, "export", "--output", str(other))
+    assert refused.returncode == 1 and "already exists" in refused.stderr and "--force" in refused.stderr
+    assert other.read_text(encoding="utf-8") == "kept\n"
+    assert run(tmp_path, "export", "--output", str(other), "--force").returncode == 0
+    assert other.read_text(encoding="utf-8") != "kept\n"
 
 
 def test_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:

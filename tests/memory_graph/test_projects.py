@@ -268,6 +268,35 @@ def test_the_cli_works_per_project_lists_projects_and_moves_an_entity(
     assert "--project" in capsys.readouterr().err
 
 
+def test_move_entity_keeps_every_relation_whose_end_the_target_has_and_moves_back_to_the_default_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The target's ends were read with open_nodes, whose answer is cut to the response budget: an end left out
+    of it counted as missing, and its relation was deleted."""
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.json"))
+    monkeypatch.setenv("MEMORY_MAX_RESPONSE_CHARS", "2000")
+    for name, value in engine_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    ends = [
+        {"type": "entity", "name": f"End{i}", "entityType": "thing", "observations": ["x" * 300]} for i in range(12)
+    ]
+    hub = {"type": "entity", "name": "Hub", "entityType": "thing", "observations": []}
+    relations = [{"type": "relation", "from": "Hub", "to": end["name"], "relationType": "links"} for end in ends]
+    (tmp_path / "ends.jsonl").write_text("\n".join(json.dumps(e) for e in ends) + "\n", encoding="utf-8")
+    (tmp_path / "hub.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in [hub, *ends, *relations]) + "\n", encoding="utf-8"
+    )
+    assert main(["--project", "target", "import", str(tmp_path / "ends.jsonl")]) == 0
+    assert main(["import", str(tmp_path / "hub.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["move-entity", "Hub", "--to-project", "target"]) == 0
+    assert "moved 'Hub' with 12 relation(s)" in capsys.readouterr().out
+    assert main(["--project", "target", "move-entity", "Hub", "--to-project", "Default"]) == 0
+    assert "moved 'Hub' with 12 relation(s)" in capsys.readouterr().out
+    assert main(["move-entity", "Hub", "--to-project", "default"]) == 1
+    assert "is the store the entity is in" in capsys.readouterr().err
+
+
 ALPHA_TOKEN, ADMIN_TOKEN = "alpha-token-0123456789", "admin-token-0123456789"
 
 
