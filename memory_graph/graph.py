@@ -62,6 +62,7 @@ from memory_graph.search import (
     prepare,
     substring_words,
     table_places,
+    without_accents,
 )
 from memory_graph.semantic import SemanticIndex
 from memory_graph.storage import (
@@ -96,6 +97,11 @@ log = logging.getLogger(__name__)
 def deduplicated(record: dict[str, Any]) -> dict[str, Any]:
     """An entity record as create_entities stores it: each observation once, in first-seen order."""
     return {**record, "observations": list(dict.fromkeys(record["observations"]))}
+
+
+def _plain(name: str) -> str:
+    """A name without case and accents (`suggest`); an ASCII name, most of them, without the Unicode pass."""
+    return name.casefold() if name.isascii() else without_accents(name.casefold())
 
 
 @dataclass
@@ -788,8 +794,9 @@ class GraphService:
         Callers hold the store's lock: the fuzzy match sees only names of comparable, bounded length (see
         `closest_name`), so it stays short however long the name or the graph's names are."""
         entities = self.state.entities
-        folded_name, stripped_name = name.casefold(), name.strip()
-        folded = [n for n in entities if n.casefold() == folded_name or n.strip() == stripped_name]
+        folded_name, stripped_name = _plain(name), name.strip()
+        # (Case and accents: "Zoe" for "Zoë" is the likeliest mistype, and one letter of three is under the cutoff.)
+        folded = [n for n in entities if _plain(n) == folded_name or n.strip() == stripped_name]
         if not folded and entities:
             best = closest_name(name, entities, cutoff=85)
             folded = [best] if best else []
@@ -910,7 +917,9 @@ class GraphService:
                     continue
                 observations = current["observations"]
                 if update.old not in observations:
-                    problems.append(f"Entity {update.entityName} has no observation {json.dumps(update.old)}.")
+                    problems.append(
+                        f"Entity {update.entityName} has no observation {json.dumps(update.old, ensure_ascii=False)}."
+                    )
                     continue
                 replaced = [update.new if o == update.old else o for o in observations]
                 updated[update.entityName] = {**current, "observations": list(dict.fromkeys(replaced))}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ from pydantic import BaseModel, Field, StrictStr
 
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
 from memory_graph.model import ENVELOPE_CHARS, Entity, EntityName, Relation, json_size, relation_view
+from memory_graph.search import without_accents
 from memory_graph.storage import HISTORY, Key, StoreEngine
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ Since = Annotated[str | None, Field(description="Only changes at or after this U
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MOVING_OPS = ("rename_entity", "merge_entities")  # the calls that write an entity under a new name
 LAST_MILLISECOND = datetime.max.replace(microsecond=999_000, tzinfo=UTC)
 
 
@@ -179,7 +180,9 @@ class HistoryIndex:
 
     def __init__(self) -> None:
         self.by_entity: dict[str, list[Key]] = {}
-        self.moved_into: dict[str, set[str]] = {}
+        # new name -> old name -> the id of the newest event moving the old name into it (a later entity of the old
+        # name is another entity: its events are not the new name's past)
+        self.moved_into: dict[str, dict[str, str]] = {}
         self.ordered: list[Key] = []  # every event, in id order (whole-memory history)
         # Each name's newest event and its `at`: list_entities' lastChanged without reading an event's line (an
         # older shard's lines are read back only when asked for, see Collection.load_deferred).
@@ -210,7 +213,9 @@ class HistoryIndex:
                     self.newest[name] = (key, at)
             bisect.insort(self.ordered, key)
             if isinstance(event.get("movedTo"), str):
-                self.moved_into.setdefault(event["movedTo"], set()).add(event["key"][1])
+                moves = self.moved_into.setdefault(event["movedTo"], {})
+                old = event["key"][1]
+                moves[old] = max(moves.get(old, ""), event["id"])
 
     def _forget(self, gone: set[Key]) -> None:
         """Pruned events (compact): rebuilt lists, as pruning removes a large share at once."""
@@ -221,20 +226,28 @@ class HistoryIndex:
                     del self.newest[name]
         self.ordered = [k for k in self.ordered if k not in gone]
 
-    def names_for(self, name: str) -> set[str]:
-        """The name and every name renamed or merged into it, transitively."""
-        found, pending = {name}, [name]
+    def names_for(self, name: str) -> dict[str, str | None]:
+        """The name and every name renamed or merged into it, transitively, each with the id of the last event that
+        is part of this entity's past (None: all of them): an old name's events up to its move."""
+        found: dict[str, str | None] = {name: None}
+        pending = [name]
         while pending:
-            for old in self.moved_into.get(pending.pop(), ()):
-                if old not in found:
-                    found.add(old)
+            newer = pending.pop()
+            for old, moved in self.moved_into.get(newer, {}).items():
+                then = found[newer]
+                cutoff = moved if then is None else min(moved, then)
+                if old not in found or (found[old] is not None and cutoff > str(found[old])):
+                    found[old] = cutoff
                     pending.append(old)
         return found
 
-    def keys_for(self, names: Iterable[str]) -> list[Key]:
+    def keys_for(self, names: Mapping[str, str | None] | Iterable[str]) -> list[Key]:
+        """The event keys of these names (with `names_for`'s cutoffs, when given), in id order."""
+        cutoffs = names if isinstance(names, Mapping) else dict.fromkeys(names)
         keys: set[Key] = set()
-        for name in names:
-            keys.update(self.by_entity.get(name, ()))
+        for name, cutoff in cutoffs.items():
+            held = self.by_entity.get(name, ())
+            keys.update(held if cutoff is None else (key for key in held if key[1] <= cutoff))
         return sorted(keys)
 
 
@@ -329,14 +342,16 @@ class HistoryService:
         )
 
     def _stated_at(self, name: str, text: str, before_id: str) -> str:
-        """When an observation text first appeared on the entity (the other date of a superseded fact)."""
-        for key in self.index.keys_for([name]):
+        """When an observation text first appeared on the entity (the other date of a superseded fact), under any
+        of its names: the record a rename or a merge made under a new name is not where its facts were stated."""
+        for key in self.index.keys_for(self.index.names_for(name)):
             if key[1] >= before_id:
                 break
             event = self.store.event(key)
             had = (event["before"] or {}).get("observations") or []
             has = (event["after"] or {}).get("observations") or []
-            if event["key"][0] == "entity" and text in has and text not in had:
+            moved_here = event["before"] is None and event.get("op") in MOVING_OPS
+            if event["key"][0] == "entity" and text in has and text not in had and not moved_here:
                 return str(event["at"])
         return "unknown"
 
@@ -473,7 +488,7 @@ class Duplicates(BaseModel):
 
 def _folded_words(name: str) -> list[str]:
     """Lower case, no accents, no punctuation, singular: "Zoë's Cafés" -> ["zoe", "cafe"]."""
-    plain = "".join(c for c in unicodedata.normalize("NFKD", name.casefold()) if not unicodedata.combining(c))
+    plain = without_accents(name.casefold())
     words = re.findall(r"\w+", plain)
     return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words]
 

@@ -157,13 +157,17 @@ def closest_name(name: str, names: Iterable[str], cutoff: float) -> str | None:
     return best[0] if best else None
 
 
+def without_accents(text: str) -> str:
+    """The text with its letters' accents dropped ("Zoë" -> "Zoe"), compatibility forms folded (NFKD)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
     """A lower-cased word folded (accents dropped) and reduced to a light stem: plurals, -ing, -ed, -ly, -er and a
     final e go, so "replacing", "replaced", "replacement" and "replace" meet; short words and numbers stay."""
     if not word.isascii():  # (an ASCII word has nothing to fold, and stays the one string: no copy to free)
-        word = unicodedata.normalize("NFKD", word)
-        word = "".join(c for c in word if not unicodedata.combining(c))
+        word = without_accents(word)
     if len(word) <= 3 or not word.isalpha():
         return word
     word = _strip_plural(word)

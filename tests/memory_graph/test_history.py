@@ -167,6 +167,40 @@ async def test_restore_at_the_moment_get_history_shows_brings_back_that_version(
     assert restored["entity"]["observations"] == ["lives in Paris", "likes tea"]
 
 
+async def test_an_entity_that_later_takes_an_old_name_is_not_in_the_renamed_ones_history(client: Client) -> None:
+    """A rename or a merge links the old name's past to the new name up to the move; a new entity that later takes
+    the old name is another entity, and its events were listed (and counted) as the renamed one's."""
+    await call(client, "rename_entity", name="Alice", newName="Alice Martin")
+    await call(client, "create_entities", entities=[{"name": "Alice", "entityType": "cat", "observations": ["purrs"]}])
+    history = await call(client, "get_history", name="Alice Martin")
+    assert "purrs" not in json.dumps(history, ensure_ascii=False)
+    assert [e["op"] for e in history["events"]][:1] == ["rename_entity"]
+    # The old entity's own past is still there, up to the rename.
+    assert "create_entities" in [e["op"] for e in history["events"]]
+
+
+async def test_a_superseded_fact_is_dated_when_it_was_stated_not_when_its_entity_was_renamed(client: Client) -> None:
+    created = [e for e in (await call(client, "get_history", name="Alice"))["events"] if e["op"] == "create_entities"]
+    await anyio.sleep(0.005)
+    await call(client, "rename_entity", name="Alice", newName="Alice Martin")
+    update = {"entityName": "Alice Martin", "old": "lives in Paris", "new": "lives in Lyon"}
+    await call(client, "update_observations", updates=[update])
+    [edit] = [e for e in (await call(client, "get_history", name="Alice Martin"))["events"] if e.get("superseded")]
+    assert edit["superseded"][0]["statedAt"] == created[0]["at"]
+
+
+async def test_a_mistyped_name_without_its_accent_is_suggested_and_errors_show_text_as_written(
+    client: Client,
+) -> None:
+    await call(
+        client, "create_entities", entities=[{"name": "Zoë", "entityType": "person", "observations": ["住在東京"]}]
+    )
+    suggested = await refused(client, "rename_entity", name="Zoe", newName="Zoey")
+    assert 'Did you mean "Zoë"?' in suggested
+    update = {"entityName": "Zoë", "old": "住在大阪", "new": "x"}
+    assert '"住在大阪"' in await refused(client, "update_observations", updates=[update])
+
+
 async def test_whole_history_is_newest_first_and_since_filters(client: Client) -> None:
     history = await call(client, "get_history")
     assert history["total"] == 5
