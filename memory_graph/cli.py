@@ -294,7 +294,19 @@ def report_problems(what: str, problems: list[str], shown: int = 50) -> None:
 
 def migrate(services: Services, args: argparse.Namespace) -> int:
     target_settings = migration_target(services.settings, args.to)
-    source, target = services.store, store_for(target_settings)
+    source = services.store
+    if target_settings.database_url is None:
+        # (The lessons' file is named lesson.json beside any memory file: a target in the source's folder is one.)
+        own = {path.resolve() for path in source.paths()}
+        shared = sorted(
+            str(f) for f in (target_settings.memory_file, target_settings.lesson_file) if f.resolve() in own
+        )
+        if shared:
+            raise InvalidInputError(
+                f"--to {args.to} would write {', '.join(shared)}, which this store uses; "
+                "choose a file in another folder"
+            )
+    target = store_for(target_settings)
     if target.location == source.location:
         raise InvalidInputError(f"--to {args.to} is this store itself; name another database or file")
     try:

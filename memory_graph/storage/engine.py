@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from memory_graph.errors import ConflictError, StorageError
+from memory_graph.errors import ConflictError, LineProblem, StorageError
 from memory_graph.storage import codec as codec_module
 from memory_graph.storage import snapshot as snapshot_module
 from memory_graph.storage.check import CheckReport
@@ -317,6 +317,11 @@ class StoreEngine(ABC):
     @abstractmethod
     def check(self, fix: bool = False, now: float | None = None) -> CheckReport:
         """Read everything stored and report what is wrong; with `fix`, repair it (keeping what it takes out)."""
+
+    def problems(self) -> list[LineProblem]:
+        """The stored lines that could not be read (kept as they are, never overwritten): none in a database, whose
+        rows are checked as they are written."""
+        return []
 
     @abstractmethod
     def describe(self) -> dict[str, list[dict[str, Any]]]:
@@ -646,7 +651,17 @@ def copy_records(source: StoreEngine, target: StoreEngine) -> dict[str, int]:
     """Copy every record of every collection (the history's own events included) into an empty store, in one
     commit that records no new events; returns how many records each collection holds in the source.
 
-    The source is only read. The target must be empty: a migration is a copy, not a merge (import merges)."""
+    The source is only read. The target must be empty: a migration is a copy, not a merge (import merges). A source
+    with lines it cannot read is refused: the copy would leave them behind and still match the counts it read."""
+    unreadable = source.problems()
+    if unreadable:
+        shown = "; ".join(str(problem) for problem in unreadable[:5])
+        more = f" (and {len(unreadable) - 5} more)" if len(unreadable) > 5 else ""
+        raise ConflictError(
+            f"{len(unreadable)} line(s) of {source.location} cannot be read, so a copy would leave them behind: "
+            f"{shown}{more}. Fix them by hand, or run `memory-graph repair` (it moves them aside to .rejected files), "
+            "then migrate again; nothing was copied"
+        )
     with source.reading():
         source.load_history()
         records = {name: list(collection.all_records()) for name, collection in source.collections.items()}

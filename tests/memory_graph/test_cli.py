@@ -322,3 +322,24 @@ def test_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
         timeout=120,
     )
     assert result.stdout.startswith('{"type":"entity"') and "Traceback" not in result.stderr, result.stderr
+
+
+def test_migrate_refuses_a_source_with_unreadable_lines_and_a_target_beside_it(
+    tmp_path: Path, run: Callable[..., Ran]
+) -> None:
+    run(tmp_path, "import", str(official_file(tmp_path)))
+    store = tmp_path / "store"
+    # A target in the source's own folder would share its lesson.json.
+    beside = run(tmp_path, "migrate", "--to", str(store / "backup.json"))
+    assert beside.returncode == 1 and "lesson.json" in beside.stderr and "another folder" in beside.stderr
+    assert not (store / "backup.json").exists()
+    # A folder not made yet, written with its slash, is a folder.
+    copied = run(tmp_path, "migrate", "--to", f"{tmp_path / 'backups' / '2025'}/")
+    assert copied.returncode == 0, copied.stderr
+    assert (tmp_path / "backups" / "2025" / "memory.json").is_file()
+    # A line the store cannot read would be left behind by the copy, which would still match the counts it read.
+    with (store / "memory.json").open("a", encoding="utf-8") as memory:
+        memory.write('{"type":"entity","name":"Carol","entityType":\n')
+    refused = run(tmp_path, "migrate", "--to", str(tmp_path / "elsewhere" / "memory.json"))
+    assert refused.returncode == 1 and "cannot be read" in refused.stderr and "repair" in refused.stderr
+    assert not (tmp_path / "elsewhere").exists()
