@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from memory_graph.errors import InvalidInputError
-from memory_graph.storage.codec import normalize_record, parse_text
+from memory_graph.storage.codec import ParsedFile, normalize_record, parse_text, read_shard_file
 
 SHARD_SUFFIX = re.compile(r"^(?P<stem>.+)-(?P<n>[1-9][0-9]*)$")
+# What a memory-graph data folder holds beside its memory: its change history (`history.json`, `<stem>-history.json`
+# and their shards; migrate copies it) and side caches. A folder's import reads neither.
+NOT_MEMORY = re.compile(r"(^|-)history(-[1-9][0-9]*)?\.json$|\.(signatures|embeddings)\.jsonl$")
 REGISTRY = "file_registry.json"
 
 
@@ -43,7 +46,7 @@ def files_to_import(paths: Iterable[Path]) -> list[Path]:
     for path in paths:
         if path.is_dir():
             for child in sorted(path.iterdir()):
-                if child.suffix in (".json", ".jsonl") and child.is_file():
+                if child.suffix in (".json", ".jsonl") and child.is_file() and not NOT_MEMORY.search(child.name):
                     add(child)
             registry = path / REGISTRY
         else:
@@ -91,19 +94,35 @@ def _registry_files(registry: Path) -> list[Path]:
 
 
 def read_source(path: Path) -> Iterator[SourceRecord]:
-    """Records of a file in any of the known layouts: JSON Lines, a JSON array, or {entities, relations, ...}."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    """Records of a file in any of the known layouts: JSON Lines, a JSON array, or {entities, relations, ...}.
+    Text that is not UTF-8 is never guessed at: a JSON Lines file's bad lines are problems (as the store reports
+    them), a whole document with such bytes is refused."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if _whole_document(data.decode("utf-8", errors="replace")) is not None:
+            yield SourceRecord(
+                None,
+                f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); convert the file to UTF-8 and import it",
+            )
+        else:
+            yield from _records_by_line(read_shard_file(path))
+        return
     document = _whole_document(text)
     if document is None:
-        parsed = parse_text(path, text)
-        lines = dict(zip(parsed.record_lines, (record for _, record, _ in parsed.records), strict=True))
-        problems = {p.line_number: str(p) for p in parsed.problems}
-        for number in sorted(lines.keys() | problems.keys()):
-            yield SourceRecord(lines.get(number), problems.get(number, ""))
+        yield from _records_by_line(parse_text(path, text))
         return
     for number, item in enumerate(document, start=1):
         record, why = normalize_record(item)
         yield SourceRecord(record, "" if record else f"{path}: item {number}: {why}")
+
+
+def _records_by_line(parsed: ParsedFile) -> Iterator[SourceRecord]:
+    lines = dict(zip(parsed.record_lines, (record for _, record, _ in parsed.records), strict=True))
+    problems = {p.line_number: str(p) for p in parsed.problems}
+    for number in sorted(lines.keys() | problems.keys()):
+        yield SourceRecord(lines.get(number), problems.get(number, ""))
 
 
 def _whole_document(text: str) -> list[Any] | None:

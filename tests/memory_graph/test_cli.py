@@ -343,3 +343,28 @@ def test_migrate_refuses_a_source_with_unreadable_lines_and_a_target_beside_it(
     refused = run(tmp_path, "migrate", "--to", str(tmp_path / "elsewhere" / "memory.json"))
     assert refused.returncode == 1 and "cannot be read" in refused.stderr and "repair" in refused.stderr
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_import_reports_text_that_is_not_utf8_and_skips_a_data_folders_history(
+    tmp_path: Path, run: Callable[..., Ran]
+) -> None:
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(
+        b'{"type":"entity","name":"Ana","entityType":"person","observations":["ok"]}\n'
+        + '{"type":"entity","name":"José","entityType":"person","observations":["café"]}\n'.encode("latin-1")
+    )
+    imported = run(tmp_path, "import", str(latin1))
+    assert imported.returncode == 1 and "latin1.jsonl:2: not UTF-8 text" in imported.stderr
+    exported = run(tmp_path, "export").stdout
+    assert '"Ana"' in exported and "\ufffd" not in exported  # nothing guessed, nothing stored with a U+FFFD
+    # Another memory-graph folder: its memory comes, its change history and side caches are not read as records.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "memory.json").write_text(
+        '{"type":"entity","name":"Bea","entityType":"person","observations":[]}\n', encoding="utf-8"
+    )
+    (other / "history.json").write_text('{"type":"event","id":"1","at":"2026-01-01T00:00:00.000Z"}\n', encoding="utf-8")
+    (other / "lesson.signatures.jsonl").write_text('{"name":"X"}\n', encoding="utf-8")
+    folder = run(tmp_path, "import", str(other))
+    assert folder.returncode == 0, folder.stderr
+    assert "from 1 file(s)" in folder.stdout and "imported 1 entities" in folder.stdout
