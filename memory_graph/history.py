@@ -487,10 +487,24 @@ class Duplicates(BaseModel):
 
 
 def _folded_words(name: str) -> list[str]:
-    """Lower case, no accents, no punctuation, singular: "Zoë's Cafés" -> ["zoe", "cafe"]."""
-    plain = without_accents(name.casefold())
-    words = re.findall(r"\w+", plain)
-    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words]
+    """Lower case, no accents, no punctuation (inside a word too: "O'Brien", "e-mail", "Wi-Fi"), the last word
+    singular (a name's plural is at its end: "Andreas Weber" is not "Andrea Weber"): "Zoë's Cafés" -> ["zoes",
+    "cafe"]."""
+    words = re.findall(r"\w+", _INSIDE_A_WORD.sub("", without_accents(name.casefold())))
+    return [*words[:-1], _singular(words[-1])] if words else []
+
+
+_INSIDE_A_WORD = re.compile(r"(?<=\w)[.'\u2019-](?=\w)")
+
+
+def _singular(word: str) -> str:
+    if len(word) <= 3:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"  # companies
+    if word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
+        return word[:-2]  # boxes, classes
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
 def _initialled(a: list[str], b: list[str]) -> bool:

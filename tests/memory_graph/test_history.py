@@ -296,6 +296,16 @@ async def test_prompts_point_at_the_edit_tools(client: Client) -> None:
     assert "Update, don't delete and recreate" in workflow and "update_lesson" in workflow
 
 
+async def test_find_duplicates_reads_punctuation_inside_words_and_plurals_at_the_end(client: Client) -> None:
+    alike = [("O'Brien", "OBrien"), ("Wi-Fi", "WiFi"), ("Company", "Companies"), ("Box", "Boxes")]
+    apart = [("Andreas Weber", "Andrea Weber"), ("Nicolas Martin", "Nicola Martin")]
+    names = [name for pair in alike + apart for name in pair]
+    entities = [{"name": name, "entityType": "thing", "observations": []} for name in names]
+    await call(client, "create_entities", entities=entities)
+    pairs = {tuple(d["names"]) for d in (await call(client, "find_duplicates"))["duplicates"]}
+    assert set(alike) <= pairs and not set(apart) & pairs, pairs
+
+
 async def test_find_duplicates_reports_look_alikes_with_a_reason(client: Client, tmp_path: Path) -> None:
     entities = [
         {"name": "J. Smith", "entityType": "person", "observations": []},
