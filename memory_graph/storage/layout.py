@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
 BOOKKEEPING = ("lock", "stamp", "journal")
+MAX_SHARD_GAP = 8  # shard numbers a folder without a manifest may skip (is_shard_number)
 
 FileStat = tuple[int, int, int]
 """(size, mtime_ns, inode): what tells whether a file changed since it was read."""
@@ -103,9 +104,12 @@ class ShardNames:
         except FileNotFoundError:
             return {}
         found = {}
+        numbered = {i for i in map(self.index_of, listing) if i}
         for name, entry in listing.items():
             index = self.index_of(name)
             if index is None or (index and not self._ours(name, manifest, listing)):
+                continue
+            if index and not is_shard_number(index, numbered):
                 continue
             try:
                 st = entry.stat()
@@ -120,6 +124,14 @@ class ShardNames:
         if manifest is not None:
             return name in manifest
         return not any(f"{name}.{suffix}" in listing for suffix in BOOKKEEPING)
+
+
+def is_shard_number(index: int, numbers: Set[int]) -> bool:
+    """Whether `memory-<index>.json` beside a memory with files of these numbers is one of its shards, where no
+    manifest says (a first start on a folder, an import): shards are numbered from 1 as they are made, so a number
+    far past how many there are is a copy named by a date or a version (`memory-20240101.json`), whose records a
+    start would otherwise take for the memory's, deleted facts and all."""
+    return index <= 2 * len(numbers) + MAX_SHARD_GAP
 
 
 def bookkeeping_file(main_path: Path, suffix: str) -> Path:

@@ -15,6 +15,7 @@ from typing import Any
 
 from memory_graph.errors import InvalidInputError
 from memory_graph.storage.codec import ParsedFile, normalize_record, parse_text, read_shard_file
+from memory_graph.storage.layout import is_shard_number
 
 SHARD_SUFFIX = re.compile(r"^(?P<stem>.+)-(?P<n>[1-9][0-9]*)$")
 # What a memory-graph data folder holds beside its memory: its change history (`history.json`, `<stem>-history.json`
@@ -51,10 +52,10 @@ def files_to_import(paths: Iterable[Path]) -> list[Path]:
             registry = path / REGISTRY
         else:
             add(path)
-            for shard in sorted(
-                path.parent.glob(f"{path.stem}-*{path.suffix}"), key=lambda p: _shard_number(p, path.stem)
-            ):
-                if _shard_number(shard, path.stem) > 0:
+            shards = sorted(path.parent.glob(f"{path.stem}-*{path.suffix}"), key=lambda p: _shard_number(p, path.stem))
+            numbers = {_shard_number(shard, path.stem) for shard in shards} - {0}
+            for shard in shards:
+                if _shard_number(shard, path.stem) > 0 and is_shard_number(_shard_number(shard, path.stem), numbers):
                     add(shard)
             registry = path.parent / REGISTRY
         if registry.exists():

@@ -16,6 +16,7 @@ import pytest
 from memory_graph.errors import CorruptFileError
 from memory_graph.graph import GraphService
 from memory_graph.model import Entity, ObservationAddition, Relation
+from memory_graph.storage import files_to_import
 from tests.conftest import open_graph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +89,24 @@ def test_reads_an_official_memory_jsonl_as_is(tmp_path: Path) -> None:
     )
     graph.add_observations([ObservationAddition(entityName="Bob", contents=["now has some"])])
     assert open_graph(tmp_path).open_nodes(["Bob"]).entities[0].observations == ["now has some"]
+
+
+def test_a_dated_copy_beside_a_memory_is_not_read_as_its_shard(tmp_path: Path) -> None:
+    """`cp memory.json memory-20240101.json` is a backup: a first start (no manifest yet) read it as shard
+    20240101, its deleted facts back in the memory, and its file written to from then on. Shards a folder really
+    has, numbered from 1 with a gap here and there, are still read."""
+    line = '{{"type":"entity","name":"{}","entityType":"person","observations":[]}}\n'
+    (tmp_path / "memory.json").write_text(line.format("Ana"), encoding="utf-8")
+    (tmp_path / "memory-1.json").write_text(line.format("Bea"), encoding="utf-8")
+    (tmp_path / "memory-3.json").write_text(line.format("Cem"), encoding="utf-8")
+    backup = tmp_path / "memory-20240101.json"
+    backup.write_text(line.format("Deleted long ago"), encoding="utf-8")
+    graph = open_graph(tmp_path)
+    assert [e.name for e in graph.read_graph().entities] == ["Ana", "Bea", "Cem"]
+    graph.create_entities([ent(f"New{i}") for i in range(5)])
+    assert backup.read_text(encoding="utf-8") == line.format("Deleted long ago")
+    imported = files_to_import([tmp_path / "memory.json"])
+    assert backup not in imported and tmp_path / "memory-3.json" in imported
 
 
 def test_an_oversized_legacy_file_is_split_when_written(tmp_path: Path) -> None:
