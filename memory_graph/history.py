@@ -183,6 +183,8 @@ class HistoryIndex:
         # new name -> old name -> the id of the newest event moving the old name into it (a later entity of the old
         # name is another entity: its events are not the new name's past)
         self.moved_into: dict[str, dict[str, str]] = {}
+        # old name -> (the moving event's id, the name it moved to), in id order: where an entity went
+        self.moves_from: dict[str, list[tuple[str, str]]] = {}
         self.ordered: list[Key] = []  # every event, in id order (whole-memory history)
         # Each name's newest event and its `at`: list_entities' lastChanged without reading an event's line (an
         # older shard's lines are read back only when asked for, see Collection.load_deferred).
@@ -216,6 +218,7 @@ class HistoryIndex:
                 moves = self.moved_into.setdefault(event["movedTo"], {})
                 old = event["key"][1]
                 moves[old] = max(moves.get(old, ""), event["id"])
+                bisect.insort(self.moves_from.setdefault(old, []), (event["id"], event["movedTo"]))
 
     def _forget(self, gone: set[Key]) -> None:
         """Pruned events (compact): rebuilt lists, as pruning removes a large share at once."""
@@ -448,12 +451,26 @@ class HistoryService:
         restored, skipped = [], []
         for record in (r for r in latest.values() if r is not None):
             other = record["to"] if record["from"] == name else record["from"]
-            if other == name or other in self.graph.state.entities:
-                if _triple(record) not in self.graph.state.relations:
-                    restored.append(record)
-            else:
+            now = other if other == name else self._where_now(other, cutoff)
+            if now is None:
                 skipped.append(record)
+                continue
+            # (An end renamed or merged since: the relation goes to the name it has now.)
+            record = {**record, **{end: now for end in ("from", "to") if record[end] == other}}
+            if _triple(record) not in self.graph.state.relations:
+                restored.append(record)
         return restored, skipped
+
+    def _where_now(self, name: str, since: str) -> str | None:
+        """The name an entity has now, following the renames and merges made after `since`; None if it is gone."""
+        seen: set[str] = set()
+        while name not in self.graph.state.entities:
+            later = next((move for move in self.index.moves_from.get(name, ()) if move[0] > since), None)
+            if later is None or name in seen:
+                return None
+            seen.add(name)
+            since, name = later
+        return name
 
 
 def _observation_changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> tuple[list[str], list[str]]:

@@ -144,6 +144,16 @@ async def test_restore_brings_back_a_deleted_entity_with_relations_whose_end_exi
     assert len((await call(client, "read_graph"))["relations"]) == 1
 
 
+async def test_a_restored_relation_follows_its_other_end_to_the_name_it_has_now(client: Client) -> None:
+    await call(client, "create_entities", entities=[{"name": "Acme", "entityType": "org", "observations": []}])
+    await call(client, "create_relations", relations=[{"from": "Alice", "to": "Acme", "relationType": "works_at"}])
+    await call(client, "delete_entities", entityNames=["Alice"])
+    await call(client, "rename_entity", name="Acme", newName="Acme Corp")
+    restored = await call(client, "restore_entity", name="Alice")
+    assert {"from": "Alice", "to": "Acme Corp", "relationType": "works_at"} in restored["relations"]
+    assert not [r for r in restored["skippedRelations"] if "Acme" in (r["from"], r["to"])]
+
+
 async def test_restore_at_a_moment_returns_an_earlier_state(client: Client) -> None:
     moment = (await call(client, "get_history", name="Alice", limit=1))["events"][0]["at"]
     await call(client, "add_observations", observations=[{"entityName": "Alice", "contents": ["new fact"]}])
