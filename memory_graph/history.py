@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
@@ -183,6 +183,7 @@ class HistoryIndex:
         # new name -> old name -> the id of the newest event moving the old name into it (a later entity of the old
         # name is another entity: its events are not the new name's past)
         self.moved_into: dict[str, dict[str, str]] = {}
+        self.renamed_into: dict[str, dict[str, str]] = {}  # the same, of renames only (one entity, its old states)
         # old name -> (the moving event's id, the name it moved to), in id order: where an entity went
         self.moves_from: dict[str, list[tuple[str, str]]] = {}
         self.ordered: list[Key] = []  # every event, in id order (whole-memory history)
@@ -218,6 +219,9 @@ class HistoryIndex:
                 moves = self.moved_into.setdefault(event["movedTo"], {})
                 old = event["key"][1]
                 moves[old] = max(moves.get(old, ""), event["id"])
+                if event.get("op") == "rename_entity":
+                    renames = self.renamed_into.setdefault(event["movedTo"], {})
+                    renames[old] = max(renames.get(old, ""), event["id"])
                 bisect.insort(self.moves_from.setdefault(old, []), (event["id"], event["movedTo"]))
 
     def _forget(self, gone: set[Key]) -> None:
@@ -229,14 +233,16 @@ class HistoryIndex:
                     del self.newest[name]
         self.ordered = [k for k in self.ordered if k not in gone]
 
-    def names_for(self, name: str) -> dict[str, str | None]:
-        """The name and every name renamed or merged into it, transitively, each with the id of the last event that
-        is part of this entity's past (None: all of them): an old name's events up to its move."""
+    def names_for(self, name: str, renames_only: bool = False) -> dict[str, str | None]:
+        """The name and every name renamed or merged into it (`renames_only`: renamed), transitively, each with the
+        id of the last event that is part of this entity's past (None: all of them): an old name's events up to
+        its move."""
         found: dict[str, str | None] = {name: None}
         pending = [name]
+        moves = self.renamed_into if renames_only else self.moved_into
         while pending:
             newer = pending.pop()
-            for old, moved in self.moved_into.get(newer, {}).items():
+            for old, moved in moves.get(newer, {}).items():
                 then = found[newer]
                 cutoff = moved if then is None else min(moved, then)
                 if old not in found or (found[old] is not None and cutoff > str(found[old])):
@@ -395,8 +401,11 @@ class HistoryService:
         moment = parse_moment(at, "at") if at else None
         with self.store.transaction(operation="restore_entity") as tx:
             self.store.load_history()
-            keys = self.index.keys_for([name])
-            cutoff, event = self._state_event(name, keys, moment)
+            # At a moment, the entity's states under the names it was renamed from count too (a merged entity's do not:
+            # they are another entity's).
+            lineage = self.index.names_for(name, renames_only=True) if moment else {name: None}
+            keys = self.index.keys_for(lineage)
+            cutoff, event, names_then = self._state_event(name, lineage.keys(), keys, moment)
             record, collection = event["after"] if moment else event["before"], event["collection"]
             if record is None:
                 raise NotFoundError(f"Entity with name {name} did not exist at {at}; get_history shows when it did.")
@@ -405,7 +414,7 @@ class HistoryService:
                 raise ConflictError(f"{name} is now a {home} record; delete it before restoring the {collection} one.")
             record = {**record, "name": name}
             tx.upsert(collection, record)
-            restored, skipped = self._relations_then(name, keys, cutoff)
+            restored, skipped = self._relations_then(name, names_then, keys, cutoff)
             for relation in restored:
                 tx.upsert("memory", relation)
         entity = Entity.model_construct(name=name, entityType=record["entityType"], observations=record["observations"])
@@ -416,16 +425,26 @@ class HistoryService:
             skippedRelations=[Relation.model_validate(relation_view(_triple(r))) for r in skipped],
         )
 
-    def _state_event(self, name: str, keys: list[Key], moment: datetime | None) -> tuple[str, dict[str, Any]]:
-        """The event that holds the state to restore, and the id cutoff for the relations of that moment."""
-        own = [self.store.event(k) for k in keys]
-        own = [e for e in own if e["key"] == ["entity", name]]
+    def _state_event(
+        self, name: str, lineage: Set[str], keys: list[Key], moment: datetime | None
+    ) -> tuple[str, dict[str, Any], Set[str]]:
+        """The event that holds the state to restore, the id cutoff for the relations of that moment, and the names
+        whose relations then are the entity's. `lineage`: the name and those it was renamed from, read when the
+        name itself held nothing at the moment."""
+        events = [self.store.event(k) for k in keys]
+        own = [e for e in events if e["key"] == ["entity", name]]
         if moment is not None:
             cutoff = id_prefix(millisecond_after(moment))  # (an id of that instant is longer: it sorts after)
             then = [e for e in own if e["id"] < cutoff]
+            if then and then[-1]["after"] is not None:
+                return cutoff, then[-1], {name}
+            # The name held nothing then: the entity it names now, under the name it had then (a rename's lineage;
+            # a move-away ends a name, not the entity).
+            states = [e for e in events if e["key"][0] == "entity" and e["key"][1] in lineage and not e.get("movedTo")]
+            then = [e for e in states if e["id"] < cutoff] or then
             if not then:
                 raise NotFoundError(f"Entity with name {name} has no history before {moment.isoformat()}.")
-            return cutoff, then[-1]
+            return cutoff, then[-1], set(lineage)
         if name in self.graph.state.entities:
             raise ConflictError(
                 f"Entity with name {name} exists; restore_entity brings back a deleted entity. "
@@ -435,12 +454,13 @@ class HistoryService:
         if not deletions:
             raise NotFoundError(f"Entity with name {name} was never deleted (no history of it).")
         # The relations as they were just before the deleting call: ids of one commit share this prefix.
-        return deletions[-1]["id"].rsplit("-", 1)[0], deletions[-1]
+        return deletions[-1]["id"].rsplit("-", 1)[0], deletions[-1], {name}
 
     def _relations_then(
-        self, name: str, keys: list[Key], cutoff: str
+        self, name: str, lineage: Set[str], keys: list[Key], cutoff: str
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Relations touching `name` that existed at the cutoff, split into restorable and other-end-gone."""
+        """Relations touching `name` (or a name it was renamed from, `lineage`: given `name` now) that existed at the
+        cutoff, split into restorable and other-end-gone."""
         latest: dict[tuple[str, ...], dict[str, Any] | None] = {}
         for key in keys:
             if key[1] >= cutoff:
@@ -449,7 +469,10 @@ class HistoryService:
             if event["key"][0] == "relation":
                 latest[tuple(event["key"])] = event["after"]
         restored, skipped = [], []
-        for record in (r for r in latest.values() if r is not None):
+        renamed = (_renamed(r, lineage, name) for r in latest.values() if r)
+        # (`keys` may hold an earlier name's events that are not the entity's then: only those touching it count.)
+        then = {_triple(r): r for r in renamed if name in (r["from"], r["to"])}
+        for record in then.values():
             other = record["to"] if record["from"] == name else record["from"]
             now = other if other == name else self._where_now(other, cutoff)
             if now is None:
@@ -471,6 +494,11 @@ class HistoryService:
             seen.add(name)
             since, name = later
         return name
+
+
+def _renamed(relation: dict[str, Any], names: Set[str], name: str) -> dict[str, Any]:
+    """A relation with each end among `names` (an entity's earlier names) given the entity's name now."""
+    return {**relation, **{end: name for end in ("from", "to") if relation[end] in names}}
 
 
 def _observation_changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> tuple[list[str], list[str]]:

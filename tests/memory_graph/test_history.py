@@ -154,6 +154,28 @@ async def test_a_restored_relation_follows_its_other_end_to_the_name_it_has_now(
     assert not [r for r in restored["skippedRelations"] if "Acme" in (r["from"], r["to"])]
 
 
+async def test_restore_at_a_moment_before_a_rename_gives_that_state_under_the_name_it_has_now(client: Client) -> None:
+    """get_history of a renamed entity shows its past under the old name; restoring at one of those moments said
+    "no history before" (and restoring the old name made a second entity)."""
+    [created] = [e for e in (await call(client, "get_history", name="Alice"))["events"] if e["op"] == "create_entities"]
+    await anyio.sleep(0.005)
+    await call(client, "rename_entity", name="Alice", newName="Alice Martin")
+    await call(client, "add_observations", observations=[{"entityName": "Alice Martin", "contents": ["moved"]}])
+    restored = await call(client, "restore_entity", name="Alice Martin", at=created["at"])
+    assert restored["entity"] == {
+        "name": "Alice Martin",
+        "entityType": "person",
+        "observations": ["lives in Paris", "likes tea"],
+    }
+    graph = await call(client, "read_graph")
+    assert [e["name"] for e in graph["entities"] if e["name"].startswith("Alice")] == ["Alice Martin"]
+    # A name that held an entity of its own at that moment gives that one, not the renamed entity's past.
+    await call(client, "create_entities", entities=[{"name": "Alice", "entityType": "cat", "observations": ["purrs"]}])
+    cat = next(e for e in (await call(client, "get_history", name="Alice"))["events"] if e["op"] == "create_entities")
+    await anyio.sleep(0.005)
+    assert (await call(client, "restore_entity", name="Alice", at=cat["at"]))["entity"]["entityType"] == "cat"
+
+
 async def test_restore_at_a_moment_returns_an_earlier_state(client: Client) -> None:
     moment = (await call(client, "get_history", name="Alice", limit=1))["events"][0]["at"]
     await call(client, "add_observations", observations=[{"entityName": "Alice", "contents": ["new fact"]}])
