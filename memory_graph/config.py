@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from memory_graph.errors import InvalidInputError
 
@@ -176,26 +177,55 @@ def project_tokens(raw: str, cwd: Path) -> dict[str, frozenset[str] | None]:
                 'object such as {"<token>": ["alpha"]} or the path of a file holding one'
             ) from None
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(text, object_pairs_hook=_without_twice)
     except ValueError as exc:
         raise InvalidInputError(f"MEMORY_AUTH_TOKENS is not valid JSON ({exc})") from None
     if not isinstance(parsed, dict) or not parsed:
         raise InvalidInputError('MEMORY_AUTH_TOKENS must be a JSON object such as {"<token>": ["alpha", "beta"]}')
     tokens: dict[str, frozenset[str] | None] = {}
     for token, projects in parsed.items():
-        if len(token) < 16:
-            raise InvalidInputError("MEMORY_AUTH_TOKENS: every token must be at least 16 characters (a random secret)")
+        secret_token(token, "MEMORY_AUTH_TOKENS")
         if projects == "*":
             tokens[token] = None
         elif isinstance(projects, list) and projects and all(isinstance(p, str) for p in projects):
             tokens[token] = frozenset(
-                p if p == DEFAULT_STORE else project_name(p, "MEMORY_AUTH_TOKENS project") for p in projects
+                DEFAULT_STORE if p.strip().lower() == DEFAULT_STORE else project_name(p, "MEMORY_AUTH_TOKENS project")
+                for p in projects
             )
         else:
             raise InvalidInputError(
                 'MEMORY_AUTH_TOKENS: each token maps to a list of project names or "*" (all of them)'
             )
     return tokens
+
+
+def _without_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (json.loads keeps the last of a key given twice: a token listed
+    for one project and again for "*" would silently open everything)."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"a key is given twice (the token starting {key[:4]!r}); give each token once")
+        found[key] = value
+    return found
+
+
+def auth_token(raw: str) -> str | None:
+    """MEMORY_AUTH_TOKEN, checked as every token is (`secret_token`); None when unset."""
+    token = raw.strip()
+    return secret_token(token, "MEMORY_AUTH_TOKEN") if token else None
+
+
+def secret_token(token: str, source: str) -> str:
+    """A bearer token as it can be sent: at least 16 characters, no whitespace or control characters (a header's
+    value is trimmed, so such a token could never match)."""
+    if len(token) < 16:
+        raise InvalidInputError(
+            f"{source}: every token must be at least 16 characters (a random secret: openssl rand -hex 32)"
+        )
+    if any(c.isspace() or not c.isprintable() for c in token):
+        raise InvalidInputError(f"{source}: a token holds a space or a control character, which no request can send")
+    return token
 
 
 def database_url(raw: str) -> str | None:
@@ -362,12 +392,24 @@ class Settings:
             shard_lines=_int(env, "MEMORY_SHARD_LINES", 1000, 1),
             max_response_chars=_int(env, "MEMORY_MAX_RESPONSE_CHARS", 80_000, 1000),
             toolsets=toolsets,
-            auth_token=env.get("MEMORY_AUTH_TOKEN", "").strip() or None,
+            auth_token=auth_token(env.get("MEMORY_AUTH_TOKEN", "")),
             host=env.get("MEMORY_HOST", "").strip() or "127.0.0.1",
             port=port_number(env.get("MEMORY_PORT", "") or "8000", "MEMORY_PORT"),
             log_level=level,
             history_days=_int(env, "MEMORY_HISTORY_DAYS", 0, 0),
         )
+        bound = [token for token, projects in settings.project_tokens.items() if projects is not None]
+        if settings.auth_token is not None and settings.auth_token in settings.project_tokens:
+            raise InvalidInputError(
+                "MEMORY_AUTH_TOKEN is also a token of MEMORY_AUTH_TOKENS, where it opens everything; give each token "
+                'once (a token for every project: "*" in MEMORY_AUTH_TOKENS)'
+            )
+        if bound and settings.lessons_scope == "shared":
+            raise InvalidInputError(
+                "MEMORY_AUTH_TOKENS binds tokens to projects, but lessons are shared by every project (MEMORY_LESSONS="
+                "shared, the default): such a token could read and delete the lessons of projects it may not open. "
+                "Set MEMORY_LESSONS=project"
+            )
         if project is None:
             return settings
         return settings.for_project(project) if project != AUTO_PROJECT else replace(settings, project=AUTO_PROJECT)

@@ -197,7 +197,10 @@ class ProjectRouter:
             await self._send(send, *_json_response(403, "forbidden", message))
             return
         target = await self._app_for(project)
-        await target({**scope, ALLOWED_PROJECTS: opened}, receive, send)
+        # The path as the store's app serves it: a project's name is one case (/mcp/MyApp is /mcp/myapp), and a
+        # trailing slash is the same path (the app would redirect it).
+        served = MCP_PATH if project is None else f"{MCP_PATH}/{project}"
+        await target({**scope, "path": served, "raw_path": served.encode(), ALLOWED_PROJECTS: opened}, receive, send)
 
     async def _send(self, send: Send, start: Any, body: Any) -> None:
         await send(start)

@@ -41,6 +41,18 @@ def test_relative_paths_resolve_against_the_working_directory(tmp_path: Path) ->
         ({"MEMORY_SHARED_SERVER": "yes"}, "MEMORY_SHARED_SERVER='yes' is not valid; use off"),
         ({"MEMORY_SHARED_IDLE_SECONDS": "0"}, "MEMORY_SHARED_IDLE_SECONDS=0 is too small"),
         ({"MEMORY_COMPACT_IDLE_SECONDS": "-1"}, "MEMORY_COMPACT_IDLE_SECONDS=-1 is too small; set it to 0 or more"),
+        # Tokens (a review with fresh eyes): each a secret that can be sent, given once, never wider than it says.
+        ({"MEMORY_AUTH_TOKEN": "x"}, "MEMORY_AUTH_TOKEN: every token must be at least 16 characters"),
+        ({"MEMORY_AUTH_TOKENS": '{" alpha-token-0123456789": "*"}'}, "a space or a control character"),
+        (
+            {"MEMORY_AUTH_TOKENS": '{"alpha-token-0123456789": ["alpha"], "alpha-token-0123456789": "*"}'},
+            "given twice",
+        ),
+        (
+            {"MEMORY_AUTH_TOKEN": "alpha-token-0123456789", "MEMORY_AUTH_TOKENS": '{"alpha-token-0123456789": "*"}'},
+            "also a token of MEMORY_AUTH_TOKENS",
+        ),
+        ({"MEMORY_AUTH_TOKENS": '{"alpha-token-0123456789": ["alpha"]}'}, "Set MEMORY_LESSONS=project"),
     ],
 )
 def test_bad_settings_are_refused_with_the_fix(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -309,6 +309,7 @@ def project_server(tmp_path: Path) -> Any:
     env.update(engine_env(tmp_path))
     env.pop("MEMORY_AUTH_TOKEN", None)
     env["MEMORY_AUTH_TOKENS"] = json.dumps({ALPHA_TOKEN: ["alpha"], ADMIN_TOKEN: "*"})
+    env["MEMORY_LESSONS"] = "project"  # (tokens bound to projects need it: shared lessons would cross them)
     process = subprocess.Popen(
         [sys.executable, "-m", "memory_graph", "--transport", "http", "--port", str(port)],
         env=env,
@@ -355,6 +356,8 @@ async def test_http_serves_one_store_per_path_and_tokens_bound_to_projects_get_4
     from tests.memory_graph.test_http import client_for
 
     assert status_of(f"{project_server}/alpha", ALPHA_TOKEN)[0] == 200
+    assert status_of(f"{project_server}/Alpha", ALPHA_TOKEN)[0] == 200  # one project whatever its case
+    assert status_of(f"{project_server}/alpha/", ALPHA_TOKEN)[0] == 200
     code, text = status_of(f"{project_server}/beta", ALPHA_TOKEN)
     assert code == 403 and "alpha" in text
     assert status_of(project_server, ALPHA_TOKEN)[0] == 403  # the default store is not one of its projects

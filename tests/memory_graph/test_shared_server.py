@@ -309,7 +309,7 @@ def test_the_shared_server_of_a_configuration_is_named_alike_in_every_process(tm
     probe = (
         "from memory_graph.config import Settings; from memory_graph.launch import fingerprint; "
         f"print(fingerprint(Settings.from_env({{'MEMORY_FILE_PATH': {str(tmp_path / 'm.json')!r}, "
-        f"'MEMORY_AUTH_TOKENS': {tokens!r}}})))"
+        f"'MEMORY_AUTH_TOKENS': {tokens!r}, 'MEMORY_LESSONS': 'project'}})))"
     )
     names = {
         subprocess.run(
