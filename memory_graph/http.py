@@ -251,12 +251,13 @@ class ProjectRouter:
 
 
 class HeaderTimeoutProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request's headers.
+    """uvicorn's h11 protocol with a deadline for each request's headers and body.
 
     uvicorn times out only an idle keep-alive connection, and stops that timer at the first byte received, so a
     client that never sends a request, or trickles one byte at a time, held its connection (and a file
-    descriptor) forever. The deadline is counted from when the server starts waiting for a request and is not
-    extended by data that arrives: extending it would let a trickle last forever.
+    descriptor) forever; so did one whose body never came after its headers. The deadline is counted from when
+    the server starts waiting for a request and is not extended by data that arrives: extending it would let a
+    trickle last forever (a 4 MiB body, the most a request may send, needs 200 KB/s to arrive in 20 s).
     """
 
     header_timeout: ClassVar[float] = HEADER_TIMEOUT
@@ -288,8 +289,10 @@ class HeaderTimeoutProtocol(H11Protocol):
         super().connection_lost(exc)
 
     def _awaiting_headers(self) -> bool:
-        # h11 leaves the client's state IDLE until a request's headers are complete, then moves it on.
-        return self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+        # h11 leaves the client's state IDLE until a request's headers are complete, then SEND_BODY until its body
+        # is (a body that stops coming held its connection for ever: enough of them took every descriptor).
+        waiting = self.conn.their_state is h11.IDLE or self.conn.their_state is h11.SEND_BODY
+        return waiting and not self.transport.is_closing()
 
     def _watch_headers(self) -> None:
         if not self._awaiting_headers():
@@ -304,10 +307,10 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     def _headers_overdue(self) -> None:
         self.header_deadline = None
-        if self._awaiting_headers():
-            log.info(
-                "closing a connection from %s: no complete request headers in %gs", self.client, self.header_timeout
-            )
+        if self._awaiting_headers() and self.flow.read_paused:
+            self._watch_headers()  # (this side stopped reading, the app not having taken the body yet: not the client)
+        elif self._awaiting_headers():
+            log.info("closing a connection from %s: no complete request in %gs", self.client, self.header_timeout)
             self.transport.close()
 
 

@@ -218,6 +218,15 @@ def test_a_request_whose_headers_never_end_is_closed(quick_server: int, partial:
         assert closed_after(connection) >= BOUND * 0.8
 
 
+def test_a_request_whose_body_never_comes_is_closed(quick_server: int) -> None:
+    with socket.create_connection(("127.0.0.1", quick_server)) as connection:
+        connection.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"jsonrpc"'
+        )
+        assert closed_after(connection) >= BOUND * 0.5
+
+
 def test_headers_trickled_a_byte_at_a_time_do_not_extend_the_deadline(quick_server: int) -> None:
     header = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000
     started = time.monotonic()
