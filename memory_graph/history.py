@@ -216,13 +216,13 @@ class HistoryIndex:
                     self.newest[name] = (key, at)
             bisect.insort(self.ordered, key)
             if isinstance(event.get("movedTo"), str):
-                moves = self.moved_into.setdefault(event["movedTo"], {})
-                old = event["key"][1]
-                moves[old] = max(moves.get(old, ""), event["id"])
-                if event.get("op") == "rename_entity":
-                    renames = self.renamed_into.setdefault(event["movedTo"], {})
-                    renames[old] = max(renames.get(old, ""), event["id"])
-                bisect.insort(self.moves_from.setdefault(old, []), (event["id"], event["movedTo"]))
+                old, new = event["key"][1], event["movedTo"]
+                for table in (
+                    (self.moved_into, self.renamed_into) if event.get("op") == "rename_entity" else (self.moved_into,)
+                ):
+                    moves = table.setdefault(new, {})
+                    moves[old] = max(moves.get(old, ""), event["id"])
+                bisect.insort(self.moves_from.setdefault(old, []), (event["id"], new))
 
     def _forget(self, gone: set[Key]) -> None:
         """Pruned events (compact): rebuilt lists, as pruning removes a large share at once."""
@@ -478,8 +478,7 @@ class HistoryService:
             if now is None:
                 skipped.append(record)
                 continue
-            # (An end renamed or merged since: the relation goes to the name it has now.)
-            record = {**record, **{end: now for end in ("from", "to") if record[end] == other}}
+            record = _renamed(record, {other}, now)  # (an end renamed or merged since: to the name it has now)
             if _triple(record) not in self.graph.state.relations:
                 restored.append(record)
         return restored, skipped
@@ -497,7 +496,7 @@ class HistoryService:
 
 
 def _renamed(relation: dict[str, Any], names: Set[str], name: str) -> dict[str, Any]:
-    """A relation with each end among `names` (an entity's earlier names) given the entity's name now."""
+    """A relation with each end among `names` (an entity's earlier names) given the name `name` it has now."""
     return {**relation, **{end: name for end in ("from", "to") if relation[end] in names}}
 
 

@@ -15,9 +15,8 @@ from typing import Any
 
 from memory_graph.errors import InvalidInputError
 from memory_graph.storage.codec import ParsedFile, normalize_record, parse_text, read_shard_file
-from memory_graph.storage.layout import is_shard_number
+from memory_graph.storage.layout import ShardNames, is_shard_number
 
-SHARD_SUFFIX = re.compile(r"^(?P<stem>.+)-(?P<n>[1-9][0-9]*)$")
 # What a memory-graph data folder holds beside its memory: its change history (`history.json`, `<stem>-history.json`
 # and their shards; migrate copies it) and side caches. A folder's import reads neither.
 NOT_MEMORY = re.compile(r"(^|-)history(-[1-9][0-9]*)?\.json$|\.(signatures|embeddings)\.jsonl$")
@@ -52,21 +51,17 @@ def files_to_import(paths: Iterable[Path]) -> list[Path]:
             registry = path / REGISTRY
         else:
             add(path)
-            shards = sorted(path.parent.glob(f"{path.stem}-*{path.suffix}"), key=lambda p: _shard_number(p, path.stem))
-            numbers = {_shard_number(shard, path.stem) for shard in shards} - {0}
-            for shard in shards:
-                if _shard_number(shard, path.stem) > 0 and is_shard_number(_shard_number(shard, path.stem), numbers):
+            names = ShardNames(path)  # (the store's own reading of `<stem>-<n><suffix>`)
+            numbered = {shard: names.index_of(shard.name) for shard in path.parent.glob(f"{path.stem}-*{path.suffix}")}
+            shards = {shard: n for shard, n in numbered.items() if n}
+            for shard, number in sorted(shards.items(), key=lambda item: item[1]):
+                if is_shard_number(number, set(shards.values())):
                     add(shard)
             registry = path.parent / REGISTRY
         if registry.exists():
             for listed in _registry_files(registry):
                 add(listed)
     return found
-
-
-def _shard_number(path: Path, stem: str) -> int:
-    match = SHARD_SUFFIX.match(path.stem)
-    return int(match.group("n")) if match and match.group("stem") == stem else 0
 
 
 def _registry_files(registry: Path) -> list[Path]:
