@@ -233,7 +233,7 @@ class LessonMetadataInput(BaseModel):
         if "successRate" in self.model_fields_set and self.frequency:
             # The rate is stored as successCount / frequency: a rate that is not one (to two decimals) would be
             # shown, then replaced at the next outcome, with no attempt between.
-            count = self.successCount if self.successCount is not None else round(self.successRate * self.frequency)
+            count = self.success_count()
             if abs(count / self.frequency - self.successRate) >= RATE_TOLERANCE:
                 given = "metadata.successCount" if self.successCount is not None else "the nearest whole count"
                 raise ValueError(
