@@ -165,7 +165,9 @@ def without_accents(text: str) -> str:
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
     """A lower-cased word folded (accents dropped) and reduced to a light stem: plurals, -ing, -ed, -ly, -er and a
-    final e go, so "replacing", "replaced", "replacement" and "replace" meet; short words and numbers stay."""
+    final e go, so "replacing", "replaced", "replacement" and "replace" meet; short words and numbers stay. A
+    final e after one short syllable stays ("pipe" is not "pip", "note" not "not"), and comes back where a suffix
+    took it ("piping", "noted")."""
     if not word.isascii():  # (an ASCII word has nothing to fold, and stays the one string: no copy to free)
         word = without_accents(word)
     if len(word) <= 3 or not word.isalpha():
@@ -176,10 +178,35 @@ def stem(word: str) -> str:
             word = word[: -len(suffix)]
             if len(word) > 3 and word[-1] == word[-2] and word[-1] in _UNDOUBLE:
                 word = word[:-1]  # running -> run, planned -> plan
+            elif suffix != "ly" and _short_syllable(word):
+                word += "e"  # hoping -> hope (its e was dropped before the suffix), as "hope" keeps it below
             break
-    if word.endswith("e") and len(word) >= 4:
-        word = word[:-1]
+    if word.endswith("e") and len(word) >= 4 and not _short_syllable(word[:-1]):
+        word = word[:-1]  # replace -> replac, as replacing; but pipe stays pipe, not pip (Porter's step 5a)
     return word
+
+
+def _vowel_marks(word: str) -> list[bool]:
+    """Whether each letter is a vowel; y is one after a consonant ("type", "system"), as Porter reads it."""
+    marks: list[bool] = []
+    for i, letter in enumerate(word):
+        marks.append(letter in "aeiou" or (letter == "y" and i > 0 and not marks[i - 1]))
+    return marks
+
+
+def _measure(word: str) -> int:
+    """Porter's m: how many vowel-then-consonant runs the word has ("pip" 1, "replac" 2, "tre" 0)."""
+    marks = _vowel_marks(word)
+    return sum(1 for i in range(1, len(marks)) if marks[i - 1] and not marks[i])
+
+
+def _short_syllable(word: str) -> bool:
+    """Whether the word is one syllable ending consonant-vowel-consonant, the last not w, x or y ("pip", "not",
+    "hop"): such a word with an e after it ("pipe", "note", "hope") is another word, so the e must stay."""
+    if len(word) < 3 or word[-1] in "wxy":
+        return False
+    marks = _vowel_marks(word)
+    return not marks[-3] and marks[-2] and not marks[-1] and _measure(word) == 1
 
 
 _SOUNDEX_GROUPS = ("aeiouyhw", "bfpv", "cgjkqsxz", "dt", "l", "mn", "r")

@@ -208,6 +208,15 @@ def test_the_light_stemmer_joins_word_forms() -> None:
     assert stem("2025") == "2025"
 
 
+def test_a_short_word_keeps_its_e_so_it_stays_its_own_word() -> None:
+    assert stem("pipe") != stem("pip") and stem("note") != stem("not") and stem("code") != stem("cod")
+    assert stem("piping") == stem("pipes") == stem("pipe") and stem("noted") == stem("notes") == stem("note")
+    assert stem("hoping") == stem("hope") != stem("hopping") == stem("hop")
+    assert stem("writing") == stem("writer") == stem("write") and stem("coding") == stem("code")
+    # "notes" once stemmed to the stop word "not" and vanished from the query.
+    assert search.query_terms("the notes about pipes") == ["note", "pipe"]
+
+
 def test_not_yet_indexed_entities_are_found_by_a_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     warm, cold = SubstringIndex(), SubstringIndex()
     for index in (warm, cold):
