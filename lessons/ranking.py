@@ -47,15 +47,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from itertools import chain, islice, takewhile
-from pathlib import Path
 from typing import Any, TypeVar
 
 from rapidfuzz import fuzz
 
+from lessons import model as model_module
 from lessons import signature as signature_module
 from lessons.model import MAX_ALIASES
 from lessons.signature import evidence_words, identity_words, shape, slot_words, strip_ansi, twin_key
 from memory_graph import search as search_module
+from memory_graph.storage import code_tag
 
 T = TypeVar("T")
 PRIOR_SUCCESSES = 2.0
@@ -413,11 +414,9 @@ def fields_hash(record: dict[str, Any]) -> str:
 @functools.cache
 def signature_version() -> str:
     """Which code made a cached signature: a digest of the modules that compute it, so any change to them
-    makes every cached signature stale instead of silently wrong."""
-    digest = hashlib.sha1()
-    for module in (__file__, signature_module.__file__, search_module.__file__):  # search.py has the stemmer
-        digest.update(Path(module).read_bytes())
-    return digest.hexdigest()[:16]
+    makes every cached signature stale instead of silently wrong. (search.py has the stemmer, model.py the limits
+    index_record reads, MAX_ALIASES.)"""
+    return code_tag([__file__, signature_module.__file__, search_module.__file__, model_module.__file__])
 
 
 def lesson_to_cache(lesson: IndexedLesson) -> dict[str, Any]:

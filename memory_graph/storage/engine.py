@@ -29,7 +29,7 @@ from memory_graph.errors import ConflictError, LineProblem, StorageError
 from memory_graph.storage import codec as codec_module
 from memory_graph.storage import snapshot as snapshot_module
 from memory_graph.storage.check import CheckReport
-from memory_graph.storage.codec import HISTORY, Key
+from memory_graph.storage.codec import HISTORY, Key, RecordCheck
 from memory_graph.storage.history_log import change_events
 from memory_graph.storage.layout import FileStat
 from memory_graph.storage.placement import Changes
@@ -116,6 +116,7 @@ class RecordSource(Protocol):
     """One collection's current records, as the history rules read them (the record before a change)."""
 
     name: str
+    check: RecordCheck | None  # the rule each record must pass (lessons'), or None
 
     @property
     def locations(self) -> Mapping[Key, Any]: ...
@@ -383,14 +384,20 @@ class StoreEngine(ABC):
         raise NotImplementedError
 
     def _snapshot_tag(self, parts: list[Snapshotting]) -> str:
+        # The record rules too: a restored shard is not read again, so a rule that changed (a lesson field now
+        # limited) would otherwise leave the lines it refuses held and unreported. And the interpreter: marshal's
+        # format and str's case tables are its own.
+        rules = {sys.modules[c.check.__module__].__file__ or "" for c in self.collections.values() if c.check}
         return code_tag(
             [
                 __file__,
                 codec_module.__file__,
                 snapshot_module.__file__,
                 sys.modules[type(self).__module__].__file__ or "",
+                *sorted(rules),
             ],
             SNAPSHOT_FORMAT,
+            sys.version,
             *self._snapshot_identity(),
             *(f"{part.snapshot_name}={part.snapshot_version()}" for part in parts),
         )
@@ -417,17 +424,21 @@ class StoreEngine(ABC):
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             log.warning("ignoring the start snapshot %s (%s); the store is read instead", self._snapshot, exc)
             return False
-        for restored, part in enumerate(parts):
+        # The parts that can let go of what they took first: until one that cannot has taken its state, a part
+        # refusing its state (never with this code's own snapshot, whose tag and checksum matched; but a snapshot
+        # is only a cache) means reading the files instead.
+        ordered = sorted(parts, key=lambda part: not isinstance(part, Refillable))
+        for position, part in enumerate(ordered):
             self._give_way()
             try:
                 part.restore_state(part_states[part.snapshot_name])
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-                if restored:  # cannot happen with this code's own snapshot (its tag and checksum matched)
+                if any(not isinstance(taken, Refillable) for taken in ordered[:position]):
                     raise StorageError(
                         f"the start snapshot {self._snapshot} is damaged ({exc}); delete it and start again"
                     ) from exc
                 log.warning("ignoring the start snapshot %s (%s); the store is read instead", self._snapshot, exc)
-                self._forget_collections()
+                self._hold_nothing()
                 return False
         # Listeners that keep no state of their own hear every record restored; the catch-up that follows tells
         # everyone the rest.

@@ -27,6 +27,7 @@ snapshot's bytes (650 MB at a million entities; joined into one file's content, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -65,10 +66,18 @@ def code_tag(modules: Iterable[str], *parts: str) -> str:
     every snapshot stale instead of silently wrong."""
     digest = hashlib.sha1()
     for module in modules:
-        digest.update(Path(module).read_bytes())
+        digest.update(source_digest(module))
     for part in parts:
         digest.update(part.encode("utf-8"))
     return digest.hexdigest()[:16]
+
+
+@functools.cache
+def source_digest(module: str) -> bytes:
+    """A source file's digest as this process first read it. Read once: a package upgraded under a running server
+    changes the files, not the code running, and a snapshot the old code saves must not carry the new code's tag
+    (the next start would take the old shapes for its own)."""
+    return hashlib.sha1(Path(module).read_bytes()).digest()
 
 
 def read_snapshot(

@@ -26,13 +26,14 @@ import psycopg
 import pytest
 
 from lessons.model import ErrorQuery, LessonChanges, LessonInput
+from lessons.service import LessonService
 from memory_graph.app import Services, build_services
 from memory_graph.config import Settings
 from memory_graph.errors import NotFoundError, StaleShardError
 from memory_graph.graph import GraphState
 from memory_graph.model import Entity, ObservationAddition, ObservationDeletion, Relation
 from memory_graph.search import SubstringIndex
-from memory_graph.storage import Store, as_read_back, read_snapshot, write_snapshot
+from memory_graph.storage import Store, as_read_back, code_tag, read_snapshot, write_snapshot
 from tests.conftest import Engine
 from tests.memory_graph.test_stdio import INITIALIZE, INITIALIZED
 
@@ -171,6 +172,61 @@ def test_a_restart_restores_the_snapshot_and_answers_as_a_fresh_load(tmp_path: P
     assert again.graph.state.index.warm  # the index came built
     assert answers(again) == answers(first) == answers(services(folder, tmp_path / "fresh"))
     assert not again.store.save_snapshot()  # nothing changed since it was written
+
+
+@pytest.mark.usefixtures("each_engine")
+def test_a_part_refusing_its_state_after_another_took_its_own_makes_the_start_read_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot is a cache: whichever part refuses its state (an old server's lessons saved under a tag that
+    matched), the start reads the files instead of failing every call, and the parts restored before it let go
+    of what they took (no record twice, none the files do not hold)."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    snapshot_written(folder, cache)
+    expected = fresh_content(folder, tmp_path)
+
+    def refusing(self: LessonService, state: Any) -> None:
+        raise KeyError("records")
+
+    monkeypatch.setattr(LessonService, "restore_state", refusing)
+    again = restarted(folder, cache)
+    assert not again.store.restored_from_snapshot
+    monkeypatch.undo()
+    assert content(again) == expected
+    assert (
+        again.graph.search_nodes("topic3").model_dump()
+        == services(folder, tmp_path / "x").graph.search_nodes("topic3").model_dump()
+    )
+
+
+def test_a_snapshot_tag_names_the_code_this_process_runs_not_the_files_on_disk_now(tmp_path: Path) -> None:
+    """A package upgraded under a running server changes its files, not its code: a snapshot the old code saves
+    must keep the old code's tag, or the new code would take the old shapes for its own."""
+    module = tmp_path / "module.py"
+    module.write_text("SHAPE = 1\n", encoding="utf-8")
+    before = code_tag([str(module)])
+    module.write_text("SHAPE = 2\n", encoding="utf-8")
+    assert code_tag([str(module)]) == before
+    other = tmp_path / "other.py"
+    other.write_text("SHAPE = 2\n", encoding="utf-8")
+    assert code_tag([str(other)]) != before
+
+
+@pytest.mark.usefixtures("each_engine")
+def test_the_snapshot_tag_names_the_record_rules(tmp_path: Path) -> None:
+    """A restored shard is not read again, so a snapshot is only valid for the rules its records passed: a rule
+    from other code is another tag."""
+    built = services(tmp_path / "memory", tmp_path / "cache")
+    store, parts = built.store, built.store._snapshot_parts()
+    lessons = store.collections["lesson"]
+    tag = store._snapshot_tag(parts)
+    lessons.check = a_rule_of_other_code
+    assert store._snapshot_tag(parts) != tag
+
+
+def a_rule_of_other_code(record: dict[str, Any]) -> str | None:
+    return None
 
 
 @pytest.mark.usefixtures("each_engine")
