@@ -317,6 +317,12 @@ def _fields_of(text: str) -> list[tuple[int, str]]:
     return [(min(i, BODY), part) for i, part in enumerate(parts)]
 
 
+def _field_words(text: str) -> Iterator[tuple[int, list[str]]]:
+    """(the field's weight, its words) for each field of a stored text: what a document posts."""
+    for kind, field in _fields_of(text):
+        yield FIELD_WEIGHT[kind], WORD.findall(field)
+
+
 class Postings:
     """Stem id -> the documents its postings hold (each FIELD_WEIGHT times per occurrence), as `array('i')`.
 
@@ -734,10 +740,17 @@ class SubstringIndex:
             return
         self._fields_with_separator.pop(name, None)
         self._names[doc] = None
+        text = self._texts[doc]
         self._texts.forget(doc)
         self._live -= 1
         if self._pending.pop(doc, 0) is None:
             return  # never posted: nothing refers to it
+        # Its postings stay until the next compaction, but it no longer holds its stems: counted, an often-edited
+        # entity's every old version would be one more holder of its words, enough to make them "too common".
+        held, word_ids, stem_of = self._held, self._word_ids, self._stem_of_word
+        assert text is not None
+        for stem_id in {stem_of[word_ids[word]] for _, words in _field_words(text) for word in words}:
+            held[stem_id] -= 1
         self._total_length -= self._lengths[doc]
         self._dead += 1
         if self._dead > max(self._live, 4096):
@@ -763,10 +776,8 @@ class SubstringIndex:
         assert text is not None
         length = 0
         weighted: dict[str, int] = {}  # word -> occurrences times their field's weight
-        for kind, field in _fields_of(text):
-            words = WORD.findall(field)
+        for weight, words in _field_words(text):
             length += len(words)
-            weight = FIELD_WEIGHT[kind]
             for word in words:
                 weighted[word] = weighted.get(word, 0) + weight
         word_ids, stem_of, growing = self._word_ids, self._stem_of_word, self._postings.growing
@@ -1074,7 +1085,7 @@ class SubstringIndex:
         corrected = 0
         for index, term in enumerate(terms):
             stem_id = self._stem_id(term)
-            if (stem_id is not None and self._postings.size(stem_id)) or self._pending_hold(term):
+            if (stem_id is not None and self._held[stem_id]) or self._pending_hold(term):
                 weights[term] = (index, 1.0, False)
                 continue
             low, high = FUZZY_WORD_CHARS
@@ -1088,7 +1099,7 @@ class SubstringIndex:
                 for _, similarity, near in process.extract(
                     term, self._stems, scorer=fuzz.ratio, score_cutoff=SOUNDS_LIKE_CUTOFF, limit=CORRECTION_POOL
                 )
-                if self._stems[near] not in STOP_STEMS and self._held_by_live(near)
+                if self._stems[near] not in STOP_STEMS and self._held[near]
             ]
             # Words near in spelling; only when there are none, a little less near ones that sound the same
             # ("Mocha" for "Moka"), so "media" becomes "medical", not also "meat".
@@ -1111,7 +1122,7 @@ class SubstringIndex:
             for words, weight in related_words(term):
                 for word in words:
                     stem_id = self._stem_id(word)
-                    if word in weights or word in STOP_STEMS or stem_id is None or not self._postings.size(stem_id):
+                    if word in weights or word in STOP_STEMS or stem_id is None or not self._held[stem_id]:
                         continue
                     if not self._too_common(word, indexed, EXPANSION_MAX_SHARE):
                         held.append((-weight, self._postings.size(stem_id), word))
@@ -1124,11 +1135,6 @@ class SubstringIndex:
                     weights[word] = (index, -negative_weight, True)
                     budget -= cost
                     left -= cost
-
-    def _held_by_live(self, stem_id: int) -> bool:
-        """Whether a live entity holds the stem (a deleted one's postings stay until the next compaction)."""
-        names = self._names
-        return any(names[doc] is not None for doc in self._postings[stem_id])
 
     def _pending_hold(self, term: str) -> bool:
         """Whether a not-yet-indexed document may hold the term (a plain substring test while warming up)."""
@@ -1157,8 +1163,8 @@ class SubstringIndex:
                 # was already held to EXPANSION_MAX_SHARE by `_expand`).
                 if not related and self._too_common(term, indexed, common):
                     continue
-                frequency = self._frequencies(term)
-                df = min(len(frequency), indexed)
+                frequency, df = self._frequencies(term)
+                df = min(df, indexed)
                 if not df:
                     continue
                 scale = math.log(1 + (indexed - df + 0.5) / (df + 0.5)) * weight
@@ -1187,13 +1193,17 @@ class SubstringIndex:
             return False
         return self._held[stem_id] > indexed * share
 
-    def _frequencies(self, term: str) -> dict[int, int]:
-        """Document -> weighted occurrences of a stem, indexed and pending documents alike."""
+    def _frequencies(self, term: str) -> tuple[dict[int, int], int]:
+        """Document -> weighted occurrences of a stem, indexed and pending documents alike (a deleted document's
+        too, until the next compaction: the caller skips them); and how many live documents hold it."""
         stem_id = self._stem_id(term)
         frequency: dict[int, int] = Counter(self._postings[stem_id] if stem_id is not None else ())
+        holders = self._held[stem_id] if stem_id is not None else 0
         if self._pending:
-            frequency.update(self._pending_frequencies(term))
-        return frequency
+            pending = self._pending_frequencies(term)
+            frequency.update(pending)
+            holders += len(pending)
+        return frequency, holders
 
     def _pending_frequencies(self, term: str) -> dict[int, int]:
         """Occurrences of a stem in the not-yet-indexed documents, counted in their text directly (words that

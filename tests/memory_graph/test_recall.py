@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from memory_graph import search
 from memory_graph.graph import GraphService
-from memory_graph.model import Entity, Relation
+from memory_graph.model import Entity, ObservationAddition, Relation
 from memory_graph.search import MAX_RANKED, SubstringIndex, stem
 from tests.conftest import SHARED, needed
 
@@ -146,6 +146,31 @@ def test_a_deleted_entity_leaves_no_word_in_the_way_of_a_correction(graph: Graph
     assert names(graph, "Mocha") == ["Moka pot"]
 
 
+def test_a_word_only_a_deleted_entity_held_is_corrected_like_any_unknown_word(graph: GraphService) -> None:
+    graph.create_entities([Entity(name="Lisbon", entityType="city", observations=["capital of Portugal"])])
+    graph.warm_up()
+    graph.create_entities([Entity(name="Note", entityType="memo", observations=["typo Lisbn in an old note"])])
+    graph.delete_entities(["Note"])
+    assert names(graph, "Lisbn") == ["Lisbon"]
+
+
+def test_an_often_edited_entity_is_not_one_more_holder_of_its_words_per_edit(graph: GraphService) -> None:
+    """Each edit posts the entity anew; its old versions must not count as holders, or after a few edits its
+    own words are "held by most entities" and left out of the ranking."""
+    graph.create_entities(
+        [Entity(name=f"Filler {i}", entityType="note", observations=[f"nothing {i}"]) for i in range(25)]
+        + [
+            Entity(name="default_user", entityType="person", observations=["plays the violin"]),
+            Entity(name="Zed", entityType="person", observations=["keeps a zebra"]),
+        ]
+    )
+    graph.warm_up()
+    before = names(graph, "violins zebras")
+    for i in range(20):
+        graph.add_observations([ObservationAddition(entityName="default_user", contents=[f"fact number {i}"])])
+    assert sorted(before) == sorted(names(graph, "violins zebras")) == ["Zed", "default_user"]
+
+
 def test_a_stop_word_after_a_possessive_is_a_noun(graph: GraphService) -> None:
     graph.create_entities(
         [Entity(name="Testament", entityType="document", observations=["Last will signed at the notary in 2021"])]
@@ -264,6 +289,42 @@ def test_everything_the_reference_matches_comes_back_first(docs: dict[str, list[
     reference = {n for n, fields in docs.items() if any(query.lower() in f.lower() for f in [n, *fields])}
     assert set(found[: len(reference)]) == reference
     assert len(found) == len(set(found))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(st.sampled_from(["ann", "bo", "cy", "di"]), st.one_of(st.none(), FIELDS), st.booleans()),
+        max_size=30,
+    )
+)
+def test_an_edited_index_counts_each_words_holders_as_one_built_afresh(
+    edits: list[tuple[str, list[str] | None, bool]],
+) -> None:
+    """Puts and removes, indexed as they come or in a later slice: how many live documents hold each stem (what
+    idf and "too common" read) is what an index built from the live documents alone says."""
+    index, live = SubstringIndex(), {}
+    for name, fields, index_now in edits:
+        if fields is None:
+            index.remove(name)
+            live.pop(name, None)
+        else:
+            index.put(name, [name, *fields])
+            live[name] = fields
+        if index_now:
+            while index.index_some(5):
+                pass
+    fresh = SubstringIndex()
+    for name, fields in live.items():
+        fresh.put(name, [name, *fields])
+    for built in (index, fresh):
+        while built.index_some(5):
+            pass
+
+    def holders(built: SubstringIndex) -> dict[str, int]:
+        return {stem: held for stem, held in zip(built._stems, built._held, strict=True) if held}
+
+    assert holders(index) == holders(fresh)
 
 
 @pytest.mark.slow

@@ -131,9 +131,14 @@ def test_the_whole_phrase_comes_before_its_words_found_apart() -> None:
     rounds=st.integers(min_value=1, max_value=3),
 )
 def test_each_stem_knows_how_many_documents_hold_it(docs: dict, removed: int, rounds: int) -> None:
-    """The count `_too_common` reads at every search is the number of documents in the stem's postings, through
-    posting, reposting, removal and the compaction that drops the dead (`_held`, kept beside the postings)."""
+    """The count `_too_common` and idf read at every search is the number of live documents in the stem's
+    postings, through posting, reposting, removal and the compaction that drops the dead (`_held`, kept beside the
+    postings): a removed or replaced document holds nothing, though its postings stay until the compaction."""
     index = SubstringIndex()
+
+    def live_holders() -> list[int]:
+        return [len({doc for doc in postings if index._names[doc] is not None}) for postings in index._postings]
+
     for round_number in range(rounds):
         for name, fields in docs.items():
             index.put(name, [*fields, f"round {round_number}"])
@@ -141,9 +146,9 @@ def test_each_stem_knows_how_many_documents_hold_it(docs: dict, removed: int, ro
             pass
         for name in list(docs)[:removed]:
             index.remove(name)
-        assert list(index._held) == [len(set(postings)) for postings in index._postings]
+        assert list(index._held) == live_holders()
     index._compact()  # (a memory compacts once its dead documents outnumber 4,096 and the live)
-    assert list(index._held) == [len(set(postings)) for postings in index._postings]
+    assert list(index._held) == live_holders() == [len(set(postings)) for postings in index._postings]
     restored = SubstringIndex()
     restored.restore_state(as_read_back(index.snapshot_state()))
     assert list(restored._held) == list(index._held)
