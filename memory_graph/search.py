@@ -1034,11 +1034,10 @@ class SubstringIndex:
         terms = [] if FIELD_SEPARATOR in query else query_terms(query)
         scores, coverage = self._scores(self._term_weights(terms)) if terms else ({}, {})
         names = self._names
-        lowered = query.lower()
         # What the reference returns (the whole query inside one field) before words found in any order.
         first = [
-            *self._substring_order(whole, lowered, scores, ordinal),
-            *self._substring_order(apart, lowered, scores, ordinal),
+            *self._substring_order(whole, query, scores, ordinal),
+            *self._substring_order(apart, query, scores, ordinal),
         ]
         first_names = [names[d] or "" for d in first]
         if not terms:
@@ -1063,17 +1062,19 @@ class SubstringIndex:
     def _substring_order(
         self, docs: list[int], query: str, scores: dict[int, float], ordinal: Callable[[str], int]
     ) -> list[int]:
-        """Within a part of the substring tier: the exact name, then a name prefix, then by word score (a whole word
-        beats a piece of one, "RRIF" the acronym before "terrified"), then matches in the name before the rest; then
-        creation order (then the document, should a caller's `ordinal` tie). Keys are built in one pass: a broad
-        query matches a tenth of a large memory, and a call per document per key part cost more than the sort."""
+        """Within a part of the substring tier: the exact name (its case too: names are identifiers, "Alice" before
+        "alice"), then a name prefix, then by word score (a whole word beats a piece of one, "RRIF" the acronym
+        before "terrified"), then matches in the name before the rest; then creation order (then the document,
+        should a caller's `ordinal` tie). Keys are built in one pass: a broad query matches a tenth of a large
+        memory, and a call per document per key part cost more than the sort."""
         names = self._names
+        phrase = query.lower()
         keyed = []
         for doc in docs:
             name = names[doc] or ""
             lowered = name.lower()
-            tier = 0 if lowered == query else 1 if lowered.startswith(query) else 2
-            in_name = 0 if query in lowered else 1
+            tier = 0 if name == query else 1 if lowered == phrase else 2 if lowered.startswith(phrase) else 3
+            in_name = 0 if phrase in lowered else 1
             keyed.append((tier, -scores.get(doc, 0.0), in_name, ordinal(name), doc))
         keyed.sort()
         return [key[-1] for key in keyed]

@@ -171,6 +171,14 @@ def test_an_often_edited_entity_is_not_one_more_holder_of_its_words_per_edit(gra
     assert sorted(before) == sorted(names(graph, "violins zebras")) == ["Zed", "default_user"]
 
 
+def test_the_name_spelt_as_asked_comes_first_among_names_equal_but_for_case(graph: GraphService) -> None:
+    graph.create_entities(
+        [Entity(name=n, entityType="person", observations=[]) for n in ("alice", "ALICE", "Alice Cooper", "Alice")]
+    )
+    assert names(graph, "Alice")[0] == "Alice" and names(graph, "ALICE")[0] == "ALICE"
+    assert names(graph, "alice")[0] == "alice"
+
+
 def test_a_stop_word_after_a_possessive_is_a_noun(graph: GraphService) -> None:
     graph.create_entities(
         [Entity(name="Testament", entityType="document", observations=["Last will signed at the notary in 2021"])]
