@@ -20,7 +20,7 @@ from sys import intern
 from typing import Any
 
 from memory_graph.errors import LineProblem
-from memory_graph.storage.layout import FileStat
+from memory_graph.storage.layout import FileStat, stat_of
 
 Key = tuple[str, ...]
 """Identity of a record: ("entity", name), ("relation", from, to, relationType), or ("event", id) for a change
@@ -413,7 +413,7 @@ def _read_bytes(path: Path) -> tuple[bytes, FileStat]:
     with open(path, "rb") as handle:
         data = handle.read().removeprefix(UTF8_BOM)  # editors on Windows add one; we accept it and write none
         st = os.fstat(handle.fileno())
-    return data, (st.st_size, st.st_mtime_ns, st.st_ino)
+    return data, stat_of(st)
 
 
 def _decoded_pieces(data: bytes, between_pieces: Callable[[], None]) -> Iterator[str]:

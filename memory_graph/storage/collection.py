@@ -30,7 +30,7 @@ from memory_graph.storage.codec import (
     read_split,
     record_key,
 )
-from memory_graph.storage.layout import FileStat, ShardNames, bookkeeping_file, file_stat
+from memory_graph.storage.layout import FileStat, ShardNames, bookkeeping_file, file_stat, stat_of
 from memory_graph.storage.stamp import Manifest, StampFile, same_generation, stat_generation
 
 ShardLines = dict[Key, str]
@@ -225,7 +225,7 @@ def _lines_of(keys: list[Key | None], texts: list[str], merged: dict[Key, str]) 
 
 # The stat a snapshot gives a shard whose file was replaced after the copy: no file has it, so a restore holds the
 # shard as changed since and reads it, as it does any file changed after its snapshot.
-CHANGED_SINCE: FileStat = (-1, -1, -1)
+CHANGED_SINCE: FileStat = (-1, -1, -1, -1)
 
 
 @dataclass(frozen=True)
@@ -435,7 +435,7 @@ class Collection:
                 st = os.stat(self.names.path_text(index))
             except FileNotFoundError:
                 return True
-            if (st.st_size, st.st_mtime_ns, st.st_ino) != shard.stat:
+            if stat_of(st) != shard.stat:
                 return True
         return False
 
@@ -646,7 +646,7 @@ class Collection:
         path = self.names.path(index)
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
-            if (st.st_size, st.st_mtime_ns, st.st_ino) != stat:
+            if stat_of(st) != stat:
                 raise _changed_while_read(path)
             for number, raw in enumerate(handle, start=1):
                 key = wanted.get(number)
@@ -905,7 +905,8 @@ class Collection:
         changed: set[int] = set()
         order: dict[int, list[Key]] = {}
         for index, saved, generation, line_count, keys, merged in state:
-            stat: FileStat = (int(saved[0]), int(saved[1]), int(saved[2]))
+            size, mtime_ns, inode, ctime_ns = map(int, saved)
+            stat: FileStat = (size, mtime_ns, inode, ctime_ns)
             merged = dict(merged)
             # The keys `_lines_of` will hold, in its order (a plain shard: the file's keys as they are).
             plain = not merged and None not in keys
@@ -952,7 +953,7 @@ class Collection:
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        return lines, (st.st_size, st.st_mtime_ns, st.st_ino)
+        return lines, stat_of(st)
 
     # -- after a commit -------------------------------------------------------------------------------------
     def read_appended(self, index: int) -> list[dict[str, Any]] | None:
@@ -982,7 +983,7 @@ class Collection:
         held = shard.held_keys()
         if parsed.problems or len(lines) != len(parsed.records) or any(key in held for key in lines):
             return None
-        self.appended(index, lines, (stat.st_size, stat.st_mtime_ns, stat.st_ino))
+        self.appended(index, lines, stat_of(stat))
         return [record for _, record, _ in parsed.records]
 
     def holds_on_disk(self, index: int) -> bool:

@@ -31,9 +31,8 @@ from memory_graph.storage import snapshot as snapshot_module
 from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import HISTORY, Key, RecordCheck
 from memory_graph.storage.history_log import change_events
-from memory_graph.storage.layout import FileStat
 from memory_graph.storage.placement import Changes
-from memory_graph.storage.snapshot import code_tag, mark_used, read_snapshot, write_snapshot
+from memory_graph.storage.snapshot import WrittenSnapshot, code_tag, mark_used, read_snapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +280,7 @@ class StoreEngine(ABC):
         self._snapshot_saving = threading.Lock()
         self.restored_from_snapshot = False  # for tests and benchmarks
         # The file the last save wrote (`write_snapshot`'s stat), while it is what a full read holds.
-        self._saved_after_full_read: FileStat | None = None
+        self._saved_after_full_read: WrittenSnapshot | None = None
 
     # -- what each engine provides ---------------------------------------------------------------------------
     def _give_way(self) -> None:

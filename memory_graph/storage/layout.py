@@ -18,8 +18,14 @@ from pathlib import Path
 BOOKKEEPING = ("lock", "stamp", "journal")
 MAX_SHARD_GAP = 8  # shard numbers a folder without a manifest may skip (is_shard_number)
 
-FileStat = tuple[int, int, int]
-"""(size, mtime_ns, inode): what tells whether a file changed since it was read."""
+FileStat = tuple[int, int, int, int]
+"""(size, mtime_ns, inode, ctime_ns): what tells whether a file changed since it was read. The ctime because no
+one sets it: an edit in place that keeps the size and puts the mtime back (`cp -p`, `rsync -t --inplace`,
+`touch -r`) still changes it."""
+
+
+def stat_of(st: os.stat_result) -> FileStat:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
 def file_stat(path: Path) -> FileStat | None:
@@ -27,7 +33,7 @@ def file_stat(path: Path) -> FileStat | None:
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
+    return stat_of(st)
 
 
 @dataclass
@@ -96,7 +102,7 @@ class ShardNames:
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    found[index] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                    found[index] = stat_of(st)
             return found
         try:
             with os.scandir(self.folder) as entries:
@@ -116,7 +122,7 @@ class ShardNames:
             except FileNotFoundError:
                 continue
             if stat.S_ISREG(st.st_mode):
-                found[index] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                found[index] = stat_of(st)
         return found
 
     @staticmethod

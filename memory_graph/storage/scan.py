@@ -34,6 +34,7 @@ from memory_graph.storage.codec import (
     search_text,
     without_lone_surrogates,
 )
+from memory_graph.storage.layout import FileStat
 
 if TYPE_CHECKING:
     from memory_graph.storage.collection import Collection
@@ -93,9 +94,9 @@ class ShardScan:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._facts: dict[tuple[str, tuple[int, int, int], int], Facts] = {}
+        self._facts: dict[tuple[str, FileStat, int], Facts] = {}
         # Each file's windows once it has been read whole: (offset, length), for passes that need only some of them.
-        self._read_whole: dict[tuple[str, tuple[int, int, int]], list[tuple[int, int]]] = {}
+        self._read_whole: dict[tuple[str, FileStat], list[tuple[int, int]]] = {}
         # Whether a read may pass over every record (names of more than NAME_NEEDLES): about 2 s a pass at a million
         # entities, which pays beside a first load (45 s) and not beside a restore (8 s).
         self.every_record = True

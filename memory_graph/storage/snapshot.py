@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from memory_graph.storage.files import TEMP_SUFFIX, atomic_writer
-from memory_graph.storage.layout import FileStat
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +57,9 @@ SKELETON_LENGTH = struct.Struct("<Q")  # the data ends with the skeleton's lengt
 # whose first item is this (a NUL, then words) is nothing a memory's records or their indexes hold.
 CHUNKED = "\x00memory-graph chunked container"
 STALE_TEMP_SECONDS = 600.0
+# (size, mtime_ns, inode) of a snapshot as its writer wrote it, taken before the rename that puts it in place (a
+# rename keeps them, not the ctime): whether the file is still the one written.
+WrittenSnapshot = tuple[int, int, int]
 UNUSED_SNAPSHOT_DAYS = 30
 
 
@@ -84,7 +86,7 @@ def read_snapshot(
     path: Path,
     tag: str,
     between_chunks: Callable[[], None] = lambda: None,
-    written: FileStat | None = None,
+    written: WrittenSnapshot | None = None,
     checked: Callable[[], None] = lambda: None,
 ) -> Any | None:
     """The payload, or None when there is none, it is of other code, or it is damaged (logged). `between_chunks`
@@ -112,7 +114,7 @@ def _read_open(
     handle: io.BufferedReader,
     tag: str,
     between_chunks: Callable[[], None],
-    written: FileStat | None,
+    written: WrittenSnapshot | None,
     checked: Callable[[], None],
 ) -> Any | None:
     header = handle.readline(MAX_HEADER)
@@ -357,7 +359,7 @@ def as_read_back(payload: Any) -> Any:
         return _payload(Path("<memory>"), _header_fields(header), view, lambda: None)
 
 
-def write_snapshot(path: Path, tag: str, payload: Any) -> FileStat:
+def write_snapshot(path: Path, tag: str, payload: Any) -> WrittenSnapshot:
     """Write a snapshot of `payload` (made with the store held; written after it is let go) atomically, not
     fsynced (losing it costs one slower start), after removing what a writer killed mid-write left of an earlier
     one (a temp file as big as the snapshot) a while ago; the stat of the file written (its size first). Raises

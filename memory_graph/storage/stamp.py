@@ -33,8 +33,8 @@ def stat_generation(stat: FileStat) -> str:
     the writer included, read it again whole at its next check (6.5 s at 100k entities in one 38 MB file, with the
     store's lock held). A commit that rewrites the shard gives it a random token, as it gives every shard it
     writes."""
-    size, mtime_ns, inode = stat
-    return f"stat-{size:x}-{mtime_ns:x}-{inode:x}"
+    size, mtime_ns, inode, ctime_ns = stat
+    return f"stat-{size:x}-{mtime_ns:x}-{inode:x}-{ctime_ns:x}"
 
 
 def same_generation(listed: str, held: str | None, stat: FileStat | None) -> bool:

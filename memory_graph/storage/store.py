@@ -234,7 +234,7 @@ class Store(StoreEngine):
                 self.reads_beside.stop_admitting()
 
     def _shard_bytes(self) -> int:
-        return sum(size for c in self.collections.values() if c.name != HISTORY for size, _, _ in c.on_disk().values())
+        return sum(size for c in self.collections.values() if c.name != HISTORY for size, *_ in c.on_disk().values())
 
     @contextmanager
     def _locked(self, write: bool) -> Iterator[None]:

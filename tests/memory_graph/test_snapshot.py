@@ -213,6 +213,24 @@ def test_a_snapshot_tag_names_the_code_this_process_runs_not_the_files_on_disk_n
     assert code_tag([str(other)]) != before
 
 
+def test_an_edit_in_place_that_keeps_size_and_mtime_is_read_by_a_restart_and_a_running_server(tmp_path: Path) -> None:
+    """`cp -p`, `rsync -t --inplace` and `touch -r` put the mtime back; the ctime still tells the edit, so a
+    restart does not serve the snapshot's text, and a running server's next write does not put it back."""
+    folder, cache = tmp_path / "memory", tmp_path / "cache"
+    fill(services(folder, cache))
+    running = snapshot_written(folder, cache)
+    (shard,) = [p for p in folder.glob("memory*.json") if "likes topic1" in p.read_text(encoding="utf-8")][:1]
+    before = os.stat(shard)
+    shard.write_text(shard.read_text(encoding="utf-8").replace("likes topic1", "hates topic1"), encoding="utf-8")
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (os.stat(shard).st_size, os.stat(shard).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    expected = fresh_content(folder, tmp_path)
+    assert any("hates topic1" in entity for entity in expected["entities"])
+    assert content(restarted(folder, cache)) == expected
+    running.graph.create_entities([Entity(name="Written after", entityType="person", observations=[])])
+    assert any("hates topic1" in entity for entity in fresh_content(folder, tmp_path)["entities"])
+
+
 @pytest.mark.usefixtures("each_engine")
 def test_the_snapshot_tag_names_the_record_rules(tmp_path: Path) -> None:
     """A restored shard is not read again, so a snapshot is only valid for the rules its records passed: a rule
