@@ -43,7 +43,18 @@ NOTIFY_SLICE = 20_000  # records a load's listeners hear in one call (`_notify_t
 # first load (9 s alone on a slow 2-core machine; with 5 s the load took the processor back half way through it,
 # and it ended 3-4 s later).
 GIVE_WAY_SECONDS = 15.0
+# The longest a writer waits for another process's write (the files' folder lock, PostgreSQL's store lock) before
+# it gives up with `lock_held_too_long`: a stuck writer must not freeze every server on the store.
+LOCK_TIMEOUT_SECONDS = 60.0
 SNAPSHOT_FORMAT = "4"  # 3: large containers in chunks, the file mapped; 4: the skeleton after the chunks (snapshot.py)
+
+
+def lock_held_too_long(lock: str, seconds: float, holder: str = "another process", remedy: str = "") -> StorageError:
+    """The error of a writer that waited `seconds` for a lock another process holds (both engines say it so)."""
+    return StorageError(
+        f"{holder} has held the lock {lock} for over {seconds:g} s (a long import or repair?). Nothing was changed; "
+        f"retry when it has finished{remedy}."
+    )
 
 
 class ChangeListener(Protocol):

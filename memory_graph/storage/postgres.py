@@ -59,11 +59,13 @@ from memory_graph.storage.codec import (
     record_key,
 )
 from memory_graph.storage.engine import (
+    LOCK_TIMEOUT_SECONDS,
     ReadsBesideLoad,
     ReadsWhileLoading,
     StoreEngine,
     Taken,
     Transaction,
+    lock_held_too_long,
     public_caller,
 )
 
@@ -79,6 +81,22 @@ CLOSE_WAIT_SECONDS = 10.0  # the longest close() waits for a running load to sto
 BULK_ROWS = 500  # from this many rows a commit copies them in (COPY) instead of one statement per row
 IDLE_POLL_SECONDS = 30.0  # an idle subscriber also looks this often, in case a notification was missed
 CHANGE_LOG_HOURS = 24  # `compact` keeps a day of the change log: a server idle for longer reads the store again
+# Trigger: a writer's process stops (SIGSTOP, a hang) while its transaction holds the store's lock; its kernel
+# still answers keepalives. Why: every other writer would wait for it forever. Outcome: the database ends a write
+# transaction left idle this long (a real one is idle only while Python computes its rows: seconds, even for a
+# million-record migrate), which lets the lock go.
+IDLE_WRITE_SECONDS = 600
+# Every connection: a dead peer (a host gone, a cable pulled) is noticed within about a minute by TCP keepalives,
+# not after the kernel's two hours; text goes both ways as UTF-8 whatever PGCLIENTENCODING says.
+CONNECTION_OPTIONS: dict[str, Any] = {
+    "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+    "application_name": "memory-graph",
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "client_encoding": "UTF8",
+}
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -170,7 +188,7 @@ SEARCH_INDEX = (
 def store_usage(url: str) -> dict[str, tuple[int, int, str | None]]:
     """Every store of a database: (records, bytes of record text, last change in UTC ISO 8601 or None)."""
     try:
-        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+        with psycopg.connect(url, **CONNECTION_OPTIONS) as conn:
             rows = conn.execute(
                 "SELECT s.store, "
                 "(SELECT count(*) FROM memory_graph_records r WHERE r.store = s.store AND r.collection <> %s), "
@@ -190,6 +208,11 @@ def store_usage(url: str) -> dict[str, tuple[int, int, str | None]]:
         store: (int(count), int(size), changed.isoformat().replace("+00:00", "Z") if changed else None)
         for store, count, size, changed in rows
     }
+
+
+def _store_lock(store: str) -> str:
+    """The name whose hash is a store's advisory write lock."""
+    return f"memory-graph:{store}"
 
 
 def encode_key(key: Key) -> str:
@@ -488,7 +511,7 @@ class PostgresStore(StoreEngine):
             open=False,
             timeout=CONNECT_TIMEOUT_SECONDS,
             reconnect_timeout=0,
-            kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "application_name": "memory-graph"},
+            kwargs=CONNECTION_OPTIONS,
             name="memory-graph",
         )
         self._pool_open = False
@@ -506,6 +529,7 @@ class PostgresStore(StoreEngine):
         self._database_reads = DatabaseReads(self)
         self._beside = ReadsBesideLoad()  # reads while loading now running (the load gives way to them)
         self.read_while_loading_seconds = READ_WHILE_LOADING_SECONDS
+        self.lock_timeout_seconds = LOCK_TIMEOUT_SECONDS
 
     @property
     def location(self) -> str:
@@ -564,10 +588,10 @@ class PostgresStore(StoreEngine):
                     if not self._opened:
                         self._load(conn)
                     if write:
-                        for store in self.stores:  # always in one order: two writers never deadlock
-                            lock = f"memory-graph:{store}"
-                            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
+                        self._lock_stores(conn)
                     self._catch_up(conn)
+                except psycopg.errors.LockNotAvailable as exc:
+                    raise self._lock_timed_out(conn, None) from exc
                 except psycopg.OperationalError as exc:
                     if attempt == 2 or (conn.closed is False and conn.info.status == psycopg.pq.ConnStatus.OK):
                         raise self._unreachable(exc) from exc
@@ -577,6 +601,54 @@ class PostgresStore(StoreEngine):
                     raise StorageError(f"the database {safe_url(self.url)} refused a read: {exc}") from exc
                 yield conn
                 return
+
+    def _lock_stores(self, conn: psycopg.Connection[Any]) -> None:
+        """Take each store's write lock (for this transaction), waiting at most `lock_timeout_seconds` for it."""
+        conn.execute(
+            "SELECT set_config('lock_timeout', %s, true), set_config('idle_in_transaction_session_timeout', %s, true)",
+            (self._lock_wait(), f"{IDLE_WRITE_SECONDS}s"),
+        )
+        for store in self.stores:  # always in one order: two writers never deadlock
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_store_lock(store),))
+            except psycopg.errors.LockNotAvailable as exc:
+                raise self._lock_timed_out(conn, store) from exc
+
+    def _lock_wait(self) -> str:
+        return f"{max(1, round(self.lock_timeout_seconds * 1000))}ms"
+
+    def _lock_timed_out(self, conn: psycopg.Connection[Any], store: str | None) -> StorageError:
+        """The error of a wait for a lock that ran out: for a store's write lock, naming the session holding it
+        when the database says (a user without pg_read_all_stats sees other users' pid and application only)."""
+        with suppress(psycopg.Error):
+            conn.rollback()
+        if store is None:
+            # (A lock on the tables themselves: an administrator's ALTER TABLE, LOCK TABLE or VACUUM FULL.)
+            return lock_held_too_long(f"on the memory-graph tables of {safe_url(self.url)}", self.lock_timeout_seconds)
+        holder, remedy = "another memory-graph server", ""
+        with suppress(psycopg.Error):
+            row = conn.execute(
+                "SELECT a.pid, a.application_name, host(a.client_addr), "
+                "extract(epoch FROM now() - a.xact_start)::bigint, a.state "
+                "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
+                (_store_lock(store),),
+            ).fetchone()
+            conn.rollback()
+            if row is not None:
+                pid, application, address, seconds, state = row
+                seen = [f"pid {pid}"]
+                seen += [f"application {application!r}"] if application else []
+                seen += [f"from {address}"] if address else []
+                seen += [f"in its transaction for {seconds} s"] if seconds is not None else []
+                seen += [f"now {state}"] if state else []
+                holder = f"the database session {', '.join(seen)}"
+                remedy = f", or if that session is stuck end it (SELECT pg_terminate_backend({pid}))"
+        return lock_held_too_long(
+            f"of store {store} in {safe_url(self.url)}", self.lock_timeout_seconds, holder=holder, remedy=remedy
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def opening(self) -> None:
@@ -665,6 +737,7 @@ class PostgresStore(StoreEngine):
             "CREATE TABLE IF NOT EXISTS memory_graph_migrations (version integer PRIMARY KEY, "
             "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
         )
+        conn.execute("SELECT set_config('lock_timeout', %s, true)", (self._lock_wait(),))
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-graph:migrations', 0))")
         row = conn.execute("SELECT coalesce(max(version), 0) FROM memory_graph_migrations").fetchone()
         current = int(row[0]) if row else 0
@@ -887,6 +960,8 @@ class PostgresStore(StoreEngine):
                 return
             try:
                 self._write(conn, rows)
+            except psycopg.errors.LockNotAvailable as exc:
+                raise self._lock_timed_out(conn, None) from exc
             except psycopg.OperationalError as exc:
                 raise self._unreachable(exc) from exc
             except psycopg.Error as exc:
@@ -1018,7 +1093,7 @@ class PostgresStore(StoreEngine):
         backoff = 1.0
         while not self._closed.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+                with psycopg.connect(self.url, autocommit=True, **CONNECTION_OPTIONS) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     backoff = 1.0
                     self._notified.set()  # anything committed while we were not listening

@@ -39,12 +39,14 @@ from memory_graph.storage.check import CheckReport, keep_rejected_lines, plan_re
 from memory_graph.storage.codec import HISTORY, RecordCheck, event_check, record_key
 from memory_graph.storage.collection import MANY_SHARDS, Collection, CollectionCopy, Reloaded
 from memory_graph.storage.engine import (
+    LOCK_TIMEOUT_SECONDS,
     ReadsBesideLoad,
     ReadsWhileLoading,
     SnapshotCopy,
     StoreEngine,
     Transaction,
     collector_paused,
+    lock_held_too_long,
     public_caller,
     return_freed_memory,
 )
@@ -85,7 +87,6 @@ from memory_graph.storage.stamp import Manifest, StampFile
 
 log = logging.getLogger(__name__)
 
-LOCK_TIMEOUT_SECONDS = 60.0
 # A load of files larger than this takes long enough (about 0.1 s per 4 MB) that a call arriving meanwhile is
 # answered from the files themselves (scan.py); below it, the call waits for the load and gets its whole answer.
 SCAN_MIN_BYTES = 8 << 20
@@ -246,10 +247,7 @@ class Store(StoreEngine):
                 taken.append(lock)
         except LockTimeout as exc:
             _release(taken)
-            raise StorageError(
-                f"another process has held the lock {exc} for over {self._lock_timeout:g} s "
-                "(a long import or repair?). Nothing was changed; retry when it has finished."
-            ) from exc
+            raise lock_held_too_long(str(exc), self._lock_timeout) from exc
         except OSError as exc:
             _release(taken)
             raise StorageError(

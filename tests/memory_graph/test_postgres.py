@@ -328,3 +328,51 @@ def test_key_columns_that_join_right_but_split_wrong_are_unreadable(tmp_path: Pa
     assert reopened.graph.read_graph().entities == []
     problems = reopened.store.check().problems
     assert len(problems) == 2 and all("its key column says" in p for p in problems)
+
+
+def test_a_writer_stuck_holding_the_store_lock_gets_a_clear_error_naming_it_not_a_hang(tmp_path: Path) -> None:
+    import threading
+
+    services = open_services(tmp_path)
+    services.graph.create_entities([Entity(name="Alice", entityType="person", observations=[])])
+    services.store.lock_timeout_seconds = 0.5  # type: ignore[attr-defined]
+    url = Engine.database_url(tmp_path)
+    assert url is not None
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            services.graph.create_entities([Entity(name="Bob", entityType="person", observations=[])])
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    with psycopg.connect(url, application_name="stuck-writer") as holder:
+        pid = holder.info.backend_pid
+        holder.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-graph:default', 0))")
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(timeout=20)
+        if writer.is_alive():
+            holder.rollback()  # let the writer go, so the test ends
+            writer.join()
+            pytest.fail("the write waited for the stuck writer's lock with no end")
+        # Reads on the same server go on while the lock is held elsewhere.
+        assert [e.name for e in services.graph.read_graph().entities] == ["Alice"]
+        holder.rollback()
+    refused = outcome[0]
+    assert isinstance(refused, StorageError)
+    message = str(refused)
+    for said in ("store default", f"pid {pid}", "'stuck-writer'", "over 0.5 s", "Nothing was changed", "retry"):
+        assert said in message
+    assert f"pg_terminate_backend({pid})" in message
+    services.graph.create_entities([Entity(name="Bob", entityType="person", observations=[])])  # lock gone: it goes
+    assert [e.name for e in services.graph.read_graph().entities] == ["Alice", "Bob"]
+
+
+def test_pooled_connections_have_tcp_keepalives(tmp_path: Path) -> None:
+    services = open_services(tmp_path)
+    with services.store._connection() as conn:  # type: ignore[attr-defined]
+        parameters = conn.info.get_parameters()
+    assert (parameters["keepalives"], parameters["keepalives_idle"]) == ("1", "30")
+    assert (parameters["keepalives_interval"], parameters["keepalives_count"]) == ("10", "3")
