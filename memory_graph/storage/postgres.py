@@ -45,7 +45,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from memory_graph.errors import StorageError, StoreClosedError
+from memory_graph.errors import InvalidInputError, StorageError, StoreClosedError
 from memory_graph.storage.check import CheckReport
 from memory_graph.storage.codec import (
     HISTORY,
@@ -213,6 +213,39 @@ def store_usage(url: str) -> dict[str, tuple[int, int, str | None]]:
 def _store_lock(store: str) -> str:
     """The name whose hash is a store's advisory write lock."""
     return f"memory-graph:{store}"
+
+
+def described(key: Key) -> str:
+    """A record's identity as a message names it: its names cut to a readable length."""
+
+    def shown(text: Any) -> str:
+        text = str(text)
+        return repr(text) if len(text) <= 60 else f"{text[:40]!r}... ({len(text)} characters)"
+
+    if key[0] == "relation" and len(key) == 4:
+        return f"the relation {shown(key[1])} -> {shown(key[2])} of type {shown(key[3])}"
+    if key[0] == "event" and len(key) == 2:
+        return f"the history event {key[1]}"
+    return f"the {key[0]} {shown(key[1])}" if len(key) == 2 else f"the record {shown(key)}"
+
+
+def nul_path(value: Any, path: str = "") -> str | None:
+    """Where in a record a text holds U+0000 (`observations[2]`, `name`, `name (a key)`), or None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if isinstance(name, str) and "\x00" in name:
+                return f"{path + '.' if path else ''}{name!r} (a field name)"
+            found = nul_path(item, f"{path}.{name}" if path else str(name))
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for number, item in enumerate(value):
+            found = nul_path(item, f"{path}[{number}]")
+            if found is not None:
+                return found
+    return None
 
 
 def encode_key(key: Key) -> str:
@@ -962,6 +995,13 @@ class PostgresStore(StoreEngine):
                 self._write(conn, rows)
             except psycopg.errors.LockNotAvailable as exc:
                 raise self._lock_timed_out(conn, None) from exc
+            except psycopg.errors.ProgramLimitExceeded as exc:  # (an OperationalError: the database is fine)
+                raise self._too_long(rows, exc) from exc
+            except UnicodeError as exc:  # (the driver encodes the text; the connection is always UTF-8)
+                raise StorageError(
+                    f"a text of this change cannot be sent to the database {safe_url(self.url)} as UTF-8 "
+                    f"({exc}); nothing was changed. Remove the character it names and try again."
+                ) from exc
             except psycopg.OperationalError as exc:
                 raise self._unreachable(exc) from exc
             except psycopg.Error as exc:
@@ -1008,10 +1048,45 @@ class PostgresStore(StoreEngine):
                 text = dump_line(after)
                 if collection.texts.get(key) == text:
                     continue
+                if "\\u0000" in text:  # (dump_line writes U+0000 so; a text holding a backslash and u0000 too)
+                    self._refuse_nul(name, key, after)
                 entity_name = after["name"] if after.get("type") == "entity" and name != HISTORY else None
                 rows.upserts.append((self.store_of[name], name, key_text, entity_name, text))
                 rows.changed.append((name, key, after, text))
         return rows
+
+    def _refuse_nul(self, name: str, key: Key, record: dict[str, Any]) -> None:
+        """Trigger: a text holds U+0000, which the files keep. Why: PostgreSQL text (and json read as text)
+        cannot hold it, and its own refusal ("unsupported Unicode escape sequence") names neither the record nor
+        the fix. Outcome: refused before anything is sent, naming the record and the field."""
+        where = nul_path(record)
+        if where is None:
+            return
+        if name == HISTORY:
+            key, where = tuple(record.get("key") or key), f"history event's {where}"
+        raise InvalidInputError(
+            f"cannot store {described(key)} in the PostgreSQL database {safe_url(self.url)}: its {where} holds the "
+            "character U+0000 (NUL), which PostgreSQL text cannot hold. Nothing was written; remove that character "
+            "and try again."
+        )
+
+    def _too_long(self, rows: _Rows, exc: psycopg.Error) -> InvalidInputError:
+        """Trigger: the database refused a row too large for an index (`ProgramLimitExceeded`: a B-tree entry
+        holds at most about 2,700 bytes, after compression). Why: the database does not say which row; the row
+        with the longest identity is the one (names, relation ends and type are what the indexes hold). Outcome:
+        the record named, and what to shorten."""
+        if not rows.upserts:
+            return InvalidInputError(f"{self._refused(exc)}; a value is longer than PostgreSQL can index")
+        _, name, key_text, _, _ = max(rows.upserts, key=lambda row: len(row[2].encode("utf-8", "replace")))
+        key = next((key for n, key, _, _ in rows.changed if n == name and encode_key(key) == key_text), None)
+        size = len(key_text.encode("utf-8", "replace"))
+        what = described(key) if key is not None else f"the record {key_text[:80]}..."
+        return InvalidInputError(
+            f"cannot store {what} in the PostgreSQL database {safe_url(self.url)}: its name (for a relation, its "
+            f"two ends and type together, {size:,} bytes as stored) is longer than PostgreSQL can index (about "
+            f"2,700 bytes; the database said: {exc.diag.message_primary or exc}). Nothing was written; shorten "
+            "the name, or the relation's ends or type."
+        )
 
     def _unreadable_row(self, key_text: str) -> tuple[str, str] | None:
         """The collection and the problem of an unreadable row with this key, in any graph collection (an entity's

@@ -18,10 +18,10 @@ from mcp import Client
 
 from lessons.model import LessonInput
 from memory_graph.app import services_for_folder
-from memory_graph.errors import StorageError
+from memory_graph.errors import InvalidInputError, StorageError
 from memory_graph.graph import LESSONS, MEMORY
 from memory_graph.history import replay_history
-from memory_graph.model import Entity, Relation
+from memory_graph.model import Entity, ObservationAddition, Relation
 from memory_graph.server import build_app
 from memory_graph.storage import SCHEMA_VERSION, encode_key
 from tests.conftest import Engine, open_services, settings_in
@@ -376,3 +376,66 @@ def test_pooled_connections_have_tcp_keepalives(tmp_path: Path) -> None:
         parameters = conn.info.get_parameters()
     assert (parameters["keepalives"], parameters["keepalives_idle"]) == ("1", "30")
     assert (parameters["keepalives_interval"], parameters["keepalives_count"]) == ("10", "3")
+
+
+def test_a_name_too_long_for_the_index_is_refused_naming_the_record_and_the_fix(tmp_path: Path) -> None:
+    import secrets
+
+    services = open_services(tmp_path)
+    services.graph.create_entities([Entity(name="Alice", entityType="person", observations=[])])
+    long_name = secrets.token_hex(1500)  # 3,000 characters no compression shortens
+    with pytest.raises(InvalidInputError) as refused:
+        services.graph.create_entities([Entity(name=long_name, entityType="t", observations=[])])
+    message = str(refused.value)
+    assert f"the entity {long_name[:40]!r}... (3000 characters)" in message
+    assert "longer than PostgreSQL can index" in message and "shorten" in message and "Nothing was written" in message
+    assert "cannot reach" not in message and "running" not in message
+    ends = [secrets.token_hex(700) for _ in range(2)]  # each end fits, the two together do not
+    services.graph.create_entities([Entity(name=end, entityType="t", observations=[]) for end in ends])
+    relation = Relation.model_validate({"from": ends[0], "to": ends[1], "relationType": "knows"})
+    with pytest.raises(InvalidInputError, match=r"the relation .* of type 'knows'.*shorten"):
+        services.graph.create_relations([relation])
+    assert len(services.graph.read_graph().entities) == 3 and services.graph.read_graph().relations == []
+
+
+def test_a_nul_character_is_refused_naming_the_record_and_the_field(tmp_path: Path) -> None:
+    services = open_services(tmp_path)
+    cases = [
+        (Entity(name="nul\x00name", entityType="t", observations=[]), "the entity 'nul\\x00name'", "its name"),
+        (Entity(name="Carl", entityType="per\x00son", observations=[]), "the entity 'Carl'", "its entityType"),
+        (Entity(name="Bob", entityType="t", observations=["ok", "x\x00y"]), "the entity 'Bob'", "observations[1]"),
+    ]
+    for entity, record, field in cases:
+        with pytest.raises(InvalidInputError) as refused:
+            services.graph.create_entities([entity])
+        message = str(refused.value)
+        assert record in message and field in message, message
+        assert "U+0000" in message and "remove that character" in message and "Nothing was written" in message
+    services.graph.create_entities([Entity(name="Alice", entityType="t", observations=["a \\u0000 b"])])  # text
+    with pytest.raises(InvalidInputError, match=r"the entity 'Alice'.*observations\[1\].*U\+0000"):
+        services.graph.add_observations([ObservationAddition(entityName="Alice", contents=["x\x00y"])])
+    assert [(e.name, e.observations) for e in services.graph.read_graph().entities] == [("Alice", ["a \\u0000 b"])]
+
+
+def test_migrate_refuses_what_postgresql_cannot_hold_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import secrets
+
+    from memory_graph.cli import main
+
+    files = tmp_path / "files"
+    url = Engine.database_url(tmp_path / "db")
+    assert url is not None
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(files / "memory.json"))
+    source = services_for_folder(files)
+    long_name = secrets.token_hex(1500)
+    source.graph.create_entities([Entity(name=long_name, entityType="t", observations=[])])
+    assert main(["migrate", "--to", url]) == 1
+    error = capsys.readouterr().err
+    assert "longer than PostgreSQL can index" in error and "shorten" in error and "cannot reach" not in error
+    source.graph.delete_entities([long_name])
+    source.graph.create_entities([Entity(name="Bob", entityType="t", observations=["a\x00b"])])  # the files keep it
+    assert main(["migrate", "--to", url]) == 1
+    error = capsys.readouterr().err
+    assert "the entity 'Bob'" in error and "observations[0]" in error and "U+0000" in error
