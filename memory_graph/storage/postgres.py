@@ -553,6 +553,10 @@ class PostgresStore(StoreEngine):
         self._opened = False
         self._applied_seq: dict[str, int] = dict.fromkeys(self.stores, 0)
         self._pending_seq: dict[str, int] = {}
+        # The highest record position the held records reflect: each held record's position is at most this, and a
+        # record created (or deleted and created again) since has a higher one, from the sequence (`_catch_up`).
+        self._position_seen = 0
+        self._pending_position = 0
         self._notified = threading.Event()
         self._listening: threading.Thread | None = None
         self._last_poll = 0.0
@@ -744,6 +748,7 @@ class PostgresStore(StoreEngine):
                 "texts": {name: dict(c.texts) for name, c in self.collections.items()},
                 "unreadable": {name: dict(c.unreadable) for name, c in self.collections.items()},
                 "applied": dict(self._applied_seq),
+                "position": self._position_seen,
             }
         )
 
@@ -755,6 +760,7 @@ class PostgresStore(StoreEngine):
             raise ValueError("it holds other stores")
         restored = {name: dict(texts[name]) for name in self.collections}
         self._applied_seq = {store: int(applied[store]) for store in self.stores}
+        self._position_seen = int(state["position"])
         for name, collection in self.collections.items():
             collection.texts, collection.unreadable = restored[name], dict(unreadable[name])
         return {name: functools.partial(_parsed, collection.texts) for name, collection in self.collections.items()}
@@ -763,6 +769,7 @@ class PostgresStore(StoreEngine):
         for collection in self.collections.values():
             collection.texts, collection.unreadable = {}, {}
         self._applied_seq = dict.fromkeys(self.stores, 0)
+        self._position_seen = 0
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         """Bring the schema to this code's version (one migration at a time, under a lock); refuse a newer one."""
@@ -866,6 +873,7 @@ class PostgresStore(StoreEngine):
     def _reload_all(self, conn: psycopg.Connection[Any]) -> None:
         """Read every record and tell listeners what differs from what this server held."""
         positions = self._positions(conn)
+        position_seen = self._newest_position(conn)
         found = self._all_rows(conn)
         for name, rows in found.items():
             collection = self.collections[name]
@@ -880,6 +888,16 @@ class PostgresStore(StoreEngine):
             collection.texts = fresh
             self._notify(name, removed, upserted)
         self._applied_seq = {store: newest for store, (newest, _) in positions.items()}
+        self._position_seen = position_seen
+
+    def _newest_position(self, conn: psycopg.Connection[Any]) -> int:
+        """The highest position of any record of this server's stores (each store's from the end of its index)."""
+        row = conn.execute(
+            "SELECT coalesce(max((SELECT max(position) FROM memory_graph_records r WHERE r.store = s)), 0) "
+            "FROM unnest(%s::text[]) s",
+            (self.stores,),
+        ).fetchone()
+        return int(row[0]) if row else 0
 
     def _all_rows(self, conn: psycopg.Connection[Any]) -> dict[str, dict[str, str]]:
         """collection -> key column -> record text, in position order (then key: restored or hand-made rows may
@@ -924,19 +942,20 @@ class PostgresStore(StoreEngine):
             # rows we would need are gone. Outcome: read everything again and tell listeners the difference.
             self._reload_all(conn)
             return
-        latest: dict[tuple[str, str], str | None] = {}
+        latest: dict[tuple[str, str], tuple[str | None, int]] = {}
         for store, newest in behind.items():
             rows = conn.execute(
-                "SELECT c.collection, c.key, r.record::text FROM memory_graph_changes c LEFT JOIN "
+                "SELECT c.collection, c.key, r.record::text, r.position FROM memory_graph_changes c LEFT JOIN "
                 "memory_graph_records r ON r.store = c.store AND r.collection = c.collection AND r.key = c.key "
                 "WHERE c.store = %s AND c.seq > %s AND c.seq <= %s ORDER BY c.seq",
                 (store, self._applied_seq[store], newest),
             ).fetchall()
-            for collection_name, key_text, text in rows:
+            for collection_name, key_text, text, position in rows:
                 if self.store_of.get(collection_name) == store:
-                    latest[(collection_name, key_text)] = text
+                    latest[(collection_name, key_text)] = (text, 0 if position is None else int(position))
         by_collection: dict[str, tuple[list[Key], list[dict[str, Any]]]] = {}
-        for (name, key_text), text in latest.items():
+        created: list[tuple[int, str, Key, str, dict[str, Any]]] = []  # position, collection, key, text, record
+        for (name, key_text), (text, position) in latest.items():
             collection = self.collections[name]
             removed, upserted = by_collection.setdefault(name, ([], []))
             if text is None:
@@ -948,9 +967,23 @@ class PostgresStore(StoreEngine):
                         removed.append(tuple(json.loads(key_text)))
                 continue
             key, record = readable
-            if collection.texts.get(key) != text:
+            if key in collection.texts and position > self._position_seen:
+                # Trigger: a record held here has a position newer than any this server had seen. Why: another
+                # server deleted it and created it again since (an update in place keeps its position), and the
+                # order of records is the order of creation. Outcome: removed, then created again at its place.
+                del collection.texts[key]
+                removed.append(key)
+            if key not in collection.texts:
+                created.append((position, name, key, text, record))  # type: ignore[arg-type]
+            elif collection.texts[key] != text:
                 collection.texts[key] = text  # type: ignore[assignment]
                 upserted.append(record)
+        # Records new here are added in position order (that of a load), not in the order the log names them: a
+        # key named early in the log may have been deleted and created again after others.
+        for position, name, key, text, record in sorted(created, key=lambda item: (item[0], encode_key(item[2]))):
+            self.collections[name].texts[key] = text
+            by_collection[name][1].append(record)
+            self._position_seen = max(self._position_seen, position)
         self._applied_seq.update(behind)
         for name, (removed, upserted) in by_collection.items():
             self._notify(name, removed, upserted)
@@ -1137,6 +1170,7 @@ class PostgresStore(StoreEngine):
             newest = cursor.execute(
                 "SELECT store, max(seq) FROM memory_graph_changes WHERE store = ANY(%s) GROUP BY store", (touched,)
             ).fetchall()
+            self._pending_position = self._newest_position(conn) if rows.upserts else self._position_seen
         self._pending_seq = {store: int(seq) for store, seq in newest}
 
     def _applied(self, rows: _Rows) -> None:
@@ -1152,6 +1186,7 @@ class PostgresStore(StoreEngine):
                 collection.texts[key] = text
                 upserted.append(after)
         self._applied_seq.update(self._pending_seq)
+        self._position_seen = max(self._position_seen, self._pending_position)
         for name, (removed, upserted) in by_collection.items():
             self._notify(name, removed, upserted)
 

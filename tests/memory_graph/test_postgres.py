@@ -439,3 +439,34 @@ def test_migrate_refuses_what_postgresql_cannot_hold_naming_it(
     assert main(["migrate", "--to", url]) == 1
     error = capsys.readouterr().err
     assert "the entity 'Bob'" in error and "observations[0]" in error and "U+0000" in error
+
+
+def test_a_record_deleted_and_created_again_elsewhere_moves_to_the_end_here_too(tmp_path: Path) -> None:
+    one, two = open_services(tmp_path), open_services(tmp_path)
+    files = services_for_folder(tmp_path / "files")
+
+    def names(services: Any) -> list[str]:
+        return [e.name for e in services.graph.read_graph().entities]
+
+    def entity(name: str) -> Entity:
+        return Entity(name=name, entityType="t", observations=[])
+
+    both = (one, files)
+    for services in both:
+        services.graph.create_entities([entity("A"), entity("B")])
+    assert names(two) == ["A", "B"]
+    for services in both:
+        services.graph.delete_entities(["A"])
+        services.graph.create_entities([entity("A")])
+        services.graph.add_observations([ObservationAddition(entityName="B", contents=["in place"])])
+    assert names(files) == names(one) == ["B", "A"]
+    assert names(two) == ["B", "A"]  # caught up: moved, not updated in place
+    # Records new to a server are placed by position, not by where the log first names them.
+    for services in both:
+        services.graph.create_entities([entity("X"), entity("Y")])
+        services.graph.delete_entities(["X"])
+        services.graph.create_entities([entity("X")])
+    assert names(files) == names(one) == names(two) == ["B", "A", "Y", "X"]
+    # An update in place keeps its place, and a server that reads the whole store agrees.
+    two.graph.add_observations([ObservationAddition(entityName="A", contents=["still second"])])
+    assert names(one) == names(two) == names(open_services(tmp_path)) == ["B", "A", "Y", "X"]
