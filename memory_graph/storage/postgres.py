@@ -773,6 +773,18 @@ class PostgresStore(StoreEngine):
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         """Bring the schema to this code's version (one migration at a time, under a lock); refuse a newer one."""
+        row = conn.execute("SHOW server_encoding").fetchone()
+        encoding = str(row[0]) if row else "unknown"
+        if encoding.upper() not in ("UTF8", "UTF-8"):
+            # Trigger: a database made in another encoding (LATIN1, SQL_ASCII). Why: memory holds any Unicode
+            # text; such a database refuses (or, SQL_ASCII, garbles) what it cannot encode, one write at a time.
+            # Outcome: refused at once, before any table is made, with how to get a UTF-8 database.
+            raise StorageError(
+                f"the database {safe_url(self.url)} uses the encoding {encoding}; memory-graph needs UTF8 (it stores "
+                "any Unicode text). Nothing was changed. Create a UTF-8 database (CREATE DATABASE memory ENCODING "
+                "'UTF8' TEMPLATE template0) and point MEMORY_DATABASE_URL at it; `memory-graph migrate --to` copies "
+                "a memory into it."
+            )
         conn.execute(
             "CREATE TABLE IF NOT EXISTS memory_graph_migrations (version integer PRIMARY KEY, "
             "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"

@@ -470,3 +470,20 @@ def test_a_record_deleted_and_created_again_elsewhere_moves_to_the_end_here_too(
     # An update in place keeps its place, and a server that reads the whole store agrees.
     two.graph.add_observations([ObservationAddition(entityName="A", contents=["still second"])])
     assert names(one) == names(two) == names(open_services(tmp_path)) == ["B", "A", "Y", "X"]
+
+
+def test_a_database_not_in_utf8_is_refused_before_anything_is_made(tmp_path: Path, postgres_url: str) -> None:
+    name = "t_latin1_" + str(os.getpid())
+    sql(postgres_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    sql(postgres_url, f"CREATE DATABASE {name} ENCODING 'LATIN1' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
+    url = postgres_url.rsplit("/", 1)[0] + "/" + name
+    try:
+        services = services_for_folder(tmp_path, database_url=url)
+        with pytest.raises(StorageError) as refused:
+            services.store.open()
+        services.store.close()
+        message = str(refused.value)
+        assert "uses the encoding LATIN1" in message and "needs UTF8" in message and "ENCODING 'UTF8'" in message
+        assert sql(url, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'memory_graph%'") == [(0,)]
+    finally:
+        sql(postgres_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
