@@ -110,7 +110,7 @@ def list_projects(settings: Settings, allowed: frozenset[str] | None = None) -> 
         usage = store_usage(settings.database_url)
         for name in sorted(usage, key=lambda n: (n != DEFAULT_STORE, n)):
             records, size, changed = usage[name]
-            found.append(ProjectInfo(name=name, records=records, bytes=size, lastChange=changed))
+            found.append(ProjectInfo(name=name, records=records, bytes=size, lastChange=_iso(changed)))
         if DEFAULT_STORE not in usage:
             found.insert(0, ProjectInfo(name=DEFAULT_STORE, records=0, bytes=0))
     else:

@@ -185,8 +185,9 @@ SEARCH_INDEX = (
 )
 
 
-def store_usage(url: str) -> dict[str, tuple[int, int, str | None]]:
-    """Every store of a database: (records, bytes of record text, last change in UTC ISO 8601 or None)."""
+def store_usage(url: str) -> dict[str, tuple[int, int, float | None]]:
+    """Every store of a database: (records, bytes of record text, when it last changed in seconds since the epoch
+    or None), as `folder_usage` gives a folder's (the caller formats the time, one way for both engines)."""
     try:
         with psycopg.connect(url, **CONNECTION_OPTIONS) as conn:
             rows = conn.execute(
@@ -205,8 +206,7 @@ def store_usage(url: str) -> dict[str, tuple[int, int, str | None]]:
     except psycopg.Error as exc:
         raise StorageError(f"cannot list the stores of {safe_url(url)}: {exc}") from exc
     return {
-        store: (int(count), int(size), changed.isoformat().replace("+00:00", "Z") if changed else None)
-        for store, count, size, changed in rows
+        store: (int(count), int(size), changed.timestamp() if changed else None) for store, count, size, changed in rows
     }
 
 

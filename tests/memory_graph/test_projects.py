@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,8 @@ async def test_two_servers_on_different_projects_never_see_each_others_entities(
         assert updates == []
         listed = await call(alpha, "list_projects")
         assert {p["name"] for p in listed["projects"]} >= {"alpha", "beta"} and listed["current"] == "alpha"
+        changed = [p["lastChange"] for p in listed["projects"] if p["name"] in ("alpha", "beta")]
+        assert len(changed) == 2 and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", c) for c in changed)
     alpha_app.subscriptions.stop()
     plain = build_app(settings_in(tmp_path))  # no project: the default store, as before projects existed
     async with Client(plain.server) as default:
