@@ -18,7 +18,7 @@ from memory_graph.config import AUTO_PROJECT, DEFAULT_STORE, Settings
 from memory_graph.errors import InvalidInputError, StorageError
 from memory_graph.graph import LESSONS, MEMORY, GraphService
 from memory_graph.history import HistoryService
-from memory_graph.semantic import SemanticIndex
+from memory_graph.semantic import SemanticIndex, prepare_model
 from memory_graph.semantic import available as semantic_available
 from memory_graph.storage import Store, StoreEngine
 
@@ -119,7 +119,10 @@ def semantic_index(settings: Settings, store: StoreEngine) -> SemanticIndex | No
                 "or set MEMORY_SEMANTIC=off"
             )
         return None
-    index = SemanticIndex(settings.cache_dir, side_file(settings, store, "embeddings"))
+    required = settings.semantic == "on"
+    if required:
+        prepare_model(settings.cache_dir)  # `on`: a model cache that cannot be put right stops the start here
+    index = SemanticIndex(settings.cache_dir, side_file(settings, store, "embeddings"), required)
     store.add_listener(index)
     return index
 

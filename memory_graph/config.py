@@ -61,7 +61,8 @@ ENVIRONMENT = {
     "MEMORY_SEMANTIC": (
         "`auto`",
         "Recall by meaning in search_nodes (all-MiniLM-L6-v2, the `semantic` extra): `auto` uses it when the extra "
-        "is installed, `on` requires it (startup fails without it), `off` never loads it.",
+        "is installed, `on` requires it (startup fails without it, or when its model folder cannot be made whole; a "
+        "search fails, naming the folder, if the model then does not load), `off` never loads it.",
     ),
     "XDG_CACHE_HOME": (
         "`~/.cache`",

