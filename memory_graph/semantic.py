@@ -10,8 +10,9 @@ similarity, ranked below the exact and lexical tiers of search_nodes (search.py'
   in a larger one it answers from the lexical tiers; the other tools never wait.
 - **Computed when an entity changes**, not at query time: the store's change notifications mark entities whose
   text (name, type, observations) changed, and the worker embeds them in batches; a search embeds only the query
-  (and any entity still pending). The vectors are kept in a side file (storage/vectors.py) that survives
-  restarts; an entity whose text hash matches its line is not embedded again, a missing file is rebuilt.
+  (and a backlog of up to MAX_PENDING_PER_SEARCH entities, none the worker is embedding). The vectors are kept in a
+  side file (storage/vectors.py) that survives restarts; an entity whose text hash matches its line is not
+  embedded again, a missing file is rebuilt.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import threading
 import time
 import zipfile
 from contextlib import redirect_stdout
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +42,12 @@ MAX_TEXT_CHARS = 2_000  # the model reads 256 word pieces; more text only costs 
 BATCH = 64
 SAVE_EVERY_SECONDS = 2.0
 MODEL_WAIT_SECONDS = 60.0
-# Only in a memory this small does a search wait for the model (about 3.5 s, once per process) and embed whatever is
-# still pending. In a larger one a search embeds the changed entities still pending itself only when they are this
-# few (about 12 ms each on 2 cores); more are left to the worker, and the search answers from what is embedded and
-# the lexical tiers. (Embedding 2,000 at a search made
-# the first search_nodes of a 10k-entity memory without a side file take 28 s, and 34 s at 100k.)
+# Only in a memory this small does a search wait for the model (about 3.5 s, once per process). In any memory a
+# search embeds the changed entities still pending itself only when they are this few (about 12 ms each on 2 cores),
+# so what was just written is found; more are left to the worker, and the search answers from what is embedded and
+# the lexical tiers. (Embedding 2,000 at a search made the first search_nodes of a 10k-entity memory without a side
+# file take 28 s, and 34 s at 100k; a 1,000-entity memory's whole backlog, embedded by the search while the worker
+# embedded the same entities beside it, took 43 s on a busy machine.)
 WAIT_FOR_MODEL_UP_TO = 1_000
 MAX_PENDING_PER_SEARCH = 256
 TOP = 10
@@ -139,6 +142,9 @@ class SemanticIndex:
         self._texts: dict[str, str] = {}
         self._vectors: dict[str, tuple[str, Any]] = {}  # name -> (text hash, float32 vector)
         self._pending: set[str] = set()
+        # Pending entities a thread is embedding now: no other thread takes them (a search waits for them instead).
+        self._claimed: set[str] = set()
+        self._embedded = threading.Condition(self._lock)  # notified when a claimed batch is done
         self._stored: dict[str, tuple[str, bytes]] = {}  # the side file's vectors not yet matched to an entity
         self._matrix: tuple[list[str], Any] | None = None
         self._model: Any = None
@@ -265,23 +271,38 @@ class SemanticIndex:
             self._matrix = None
 
     def _embed_pending(self, limit: int | None) -> None:
-        while True:
+        """Embed pending entities in batches, at most `limit` of them, none that another thread has claimed."""
+        while limit is None or limit > 0:
+            size = BATCH if limit is None else min(BATCH, limit)
             with self._lock:
-                batch = [n for _, n in zip(range(BATCH), self._pending, strict=False)]
+                batch = list(islice((n for n in self._pending if n not in self._claimed), size))
                 texts = [self._texts[n] for n in batch]
+                self._claimed.update(batch)
             if not batch:
                 return
-            vectors = self._encode(texts)
-            with self._lock:
-                for name, text, vector in zip(batch, texts, vectors, strict=True):
-                    if self._texts.get(name) == text:
-                        self._vectors[name] = (text_hash(text), vector)
-                        self._pending.discard(name)
-                self._matrix, self._dirty = None, True
+            vectors = None
+            try:
+                vectors = self._encode(texts)
+            finally:  # the claim goes even when encoding failed, so no search waits for it
+                with self._lock:
+                    self._claimed.difference_update(batch)
+                    if vectors is not None:
+                        for name, text, vector in zip(batch, texts, vectors, strict=True):
+                            if self._texts.get(name) == text:
+                                self._vectors[name] = (text_hash(text), vector)
+                                self._pending.discard(name)
+                        self._matrix, self._dirty = None, True
+                    self._embedded.notify_all()
             if limit is not None:
                 limit -= len(batch)
-                if limit <= 0:
-                    return
+
+    def _wait_for_claimed(self) -> None:
+        """Wait until the pending entities other threads are embedding now are done (one batch each, at most)."""
+        deadline = time.monotonic() + MODEL_WAIT_SECONDS
+        with self._lock:
+            waiting = self._claimed & self._pending
+            while waiting & self._claimed and (left := deadline - time.monotonic()) > 0:
+                self._embedded.wait(left)
 
     def _encode(self, texts: list[str]) -> Any:
         with redirect_stdout(sys.stderr):
@@ -317,10 +338,12 @@ class SemanticIndex:
                     "set MEMORY_SEMANTIC=auto to search without it"
                 )
             return []
-        # A small memory waited for the model: it embeds its whole backlog (a first start without a side file
-        # included) so the answer is complete; a large one only a backlog this few.
-        if small or len(self._pending) <= MAX_PENDING_PER_SEARCH:
-            self._embed_pending(limit=WAIT_FOR_MODEL_UP_TO if small else MAX_PENDING_PER_SEARCH)
+        # A backlog this few (what was just written) is embedded now, so the answer includes it: this thread takes
+        # what no other has claimed and waits for the batch the worker is on. A larger one (a first start without a
+        # side file) is the worker's alone, and this answer has what is embedded so far.
+        if len(self._pending) <= MAX_PENDING_PER_SEARCH:
+            self._embed_pending(limit=MAX_PENDING_PER_SEARCH)
+            self._wait_for_claimed()
         with self._lock:
             if self._matrix is None:
                 names = list(self._vectors)
@@ -340,6 +363,7 @@ class SemanticIndex:
         self._ready.wait(MODEL_WAIT_SECONDS)
         if self._failed is None:
             self._embed_pending(limit=None)
+            self._wait_for_claimed()  # the worker's last batch, which this thread left to it
 
     def flush(self) -> None:
         """Write the side file now (tests, and a clean shutdown)."""

@@ -9,7 +9,10 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -143,8 +146,6 @@ def test_a_large_memory_never_waits_for_the_model_or_its_backlog(
 ) -> None:
     """Past WAIT_FOR_MODEL_UP_TO entities a search answers from the lexical tiers while the model loads, and embeds
     none of a large backlog itself: a 100k-entity memory without a side file waited 34 s for its first search."""
-    import time
-
     monkeypatch.setattr(semantic, "WAIT_FOR_MODEL_UP_TO", 2)
     services = build_services(settings(tmp_path))
     services.graph.create_entities(PEOPLE)
@@ -224,3 +225,36 @@ def test_memory_semantic_on_never_answers_quietly_without_the_model(
     with pytest.raises(SemanticUnavailableError, match="MEMORY_SEMANTIC=on") as failed:
         services.graph.search_nodes("who is her husband")
     assert str(cache / "memory-graph" / MODEL) in str(failed.value)
+
+
+def test_a_search_embeds_only_a_small_backlog_itself_and_never_what_the_worker_embeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search in a small memory embedded up to 1,000 pending entities in the caller's thread while the worker
+    embedded the same ones beside it (43 s for a first search on a busy machine). Now it embeds a backlog of at most
+    MAX_PENDING_PER_SEARCH itself (a larger one is the worker's), and no entity is embedded twice."""
+    monkeypatch.setattr(semantic, "MAX_PENDING_PER_SEARCH", 64)  # (a smaller backlog than 256 keeps the test short)
+    services = build_services(settings(tmp_path))
+    index = services.graph.semantic
+    assert index is not None
+    index.catch_up()  # the model loaded, the worker idle
+    encoded: list[tuple[str, list[str]]] = []
+    real = index._encode
+
+    def seen(texts: list[str]) -> object:  # the real model, each call noted with its thread
+        encoded.append((threading.current_thread().name, list(texts)))
+        return real(texts)
+
+    monkeypatch.setattr(index, "_encode", seen)
+    clerks = [Entity(name=f"Clerk {i}", entityType="person", observations=[f"files report {i}"]) for i in range(300)]
+    services.graph.create_entities(clerks)  # 300 pending: the worker starts on them at once
+    query = "who is her husband"
+    services.graph.search_nodes(query)
+    by_search = [t for thread, texts in encoded if thread == threading.current_thread().name for t in texts]
+    assert [t for t in by_search if t != query] == []  # a backlog past the cap: none of it embedded here
+    index.catch_up()
+    assert not index._pending and len(index._vectors) == len(clerks)
+    services.graph.create_entities(PEOPLE)  # a backlog under the cap: found by the very next search
+    assert names(services.graph.search_nodes(query))[0] == "Denis"
+    twice = [text for text, n in Counter(t for _, texts in encoded for t in texts if t != query).items() if n > 1]
+    assert twice == []
