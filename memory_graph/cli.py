@@ -140,8 +140,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         try:
             return run_stdio(app.server)
         finally:
-            if not app.selection.pending:
-                app.store.close()  # saves the start snapshot if this session changed the memory
+            app.close()  # writes the embeddings, and the start snapshot if this session changed the memory
     from memory_graph.http import check_binding, run_http
 
     host = args.host or settings.host
@@ -155,8 +154,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     try:
         return run_http(app, host=host, port=args.port or settings.port)
     finally:
-        if not app.selection.pending:
-            app.store.close()  # saves the start snapshot if this session changed the memory
+        app.close()  # writes the embeddings, and the start snapshot if this session changed the memory
 
 
 def check(services: Services, args: argparse.Namespace) -> int:

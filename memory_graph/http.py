@@ -234,7 +234,7 @@ class ProjectRouter:
             # As the base store is closed at exit (cli.serve): a project's store too saves its start snapshot
             # when this session changed it, and lets go of its database pool.
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(app.store.close)
+                await anyio.to_thread.run_sync(app.close)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()

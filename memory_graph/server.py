@@ -272,6 +272,16 @@ class App:
     def lessons(self) -> LessonService:
         return self.services.lessons
 
+    def close(self) -> None:
+        """A clean shutdown: the embeddings' side file is written first (the worker writes it at most every 2 s, so
+        a session ending sooner after its last change wrote none and the next start embedded everything again),
+        then the store is closed (which saves its start snapshot if this session changed the memory)."""
+        if self.selection.pending:  # MEMORY_PROJECT=auto before any call: no store was opened
+            return
+        if self.graph.semantic is not None:
+            self.graph.semantic.flush()
+        self.store.close()
+
     def start_loading(self) -> None:
         """Load the files in the background, so `initialize` is answered at once even for a huge graph.
 

@@ -107,7 +107,7 @@ def _serve_place(settings: Settings, socket_path: Path, lock: IO[str]) -> int:
         # while): a start in that time launches the next server at once, which works beside this one's last
         # save as any two servers on the same files do.
         fcntl.flock(lock, fcntl.LOCK_UN)
-        app.store.close()
+        app.close()
         log.warning("stopped")
 
 

@@ -258,3 +258,49 @@ def test_a_search_embeds_only_a_small_backlog_itself_and_never_what_the_worker_e
     assert names(services.graph.search_nodes(query))[0] == "Denis"
     twice = [text for text, n in Counter(t for _, texts in encoded for t in texts if t != query).items() if n > 1]
     assert twice == []
+
+
+def test_a_clean_shutdown_writes_the_embeddings_at_once(tmp_path: Path) -> None:
+    """The worker writes the side file at most every 2 s: a session ending sooner after its last change wrote none,
+    and the next start embedded the whole memory again. The server's shutdown (stdin closed) writes it."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "MEMORY_FILE_PATH": str(tmp_path / "memory.json"),
+        "MEMORY_SEMANTIC": "on",
+        "XDG_CACHE_HOME": str(MODELS),
+    }
+    people = [e.model_dump() for e in PEOPLE]
+    calls = [
+        {"method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}},
+        {"method": "notifications/initialized"},
+        {"method": "tools/call", "params": {"name": "create_entities", "arguments": {"entities": people}}},
+        # The search waits for the model and embeds the new entities itself, and the client leaves at once.
+        {"method": "tools/call", "params": {"name": "search_nodes", "arguments": {"query": "who is her husband"}}},
+    ]
+    answers = []
+    with subprocess.Popen(
+        [sys.executable, "-m", "memory_graph"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+        for number, call in enumerate(calls):
+            message = (
+                {"jsonrpc": "2.0", **call}
+                if call["method"].startswith("notifications/")
+                else {"jsonrpc": "2.0", "id": number, **call}
+            )
+            server.stdin.write(json.dumps(message).encode() + b"\n")
+            server.stdin.flush()
+            if "id" in message:
+                answers.append(json.loads(server.stdout.readline()))
+        server.stdin.close()
+        assert server.wait(60) == 0
+    found = [e["name"] for e in answers[-1]["result"]["structuredContent"]["entities"]]
+    assert found[0] == "Denis"
+    lines = (tmp_path / "memory.embeddings.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 + len(PEOPLE)
