@@ -47,6 +47,11 @@ RATE_TOLERANCE = 0.01  # a success rate given to two decimals is a whole count o
 Severity = Literal["low", "medium", "high", "critical"]
 # Number.MAX_SAFE_INTEGER: the largest count a JavaScript reader of the file still reads exactly.
 MAX_COUNT = 2**53 - 1
+# What find_similar_errors reads: an error's message is a line or a few (a whole log goes to
+# get_lesson_recommendations), and the rest is bounded as that tool bounds a log. Reading is linear but not cheap on
+# path-like text (about 8 s for 1 MB of "a." in one message).
+MAX_MESSAGE_CHARS = 65_536
+MAX_LOG_CHARS = 1_048_576
 
 
 def as_utc(moment: datetime) -> datetime:
@@ -126,11 +131,10 @@ def refuse_unreadable_numbers(data: Any) -> None:
 
 
 def complete_metadata(record: dict[str, Any]) -> dict[str, Any]:
-    """A stored lesson's metadata with every field present (hand-edited or older records may lack some)."""
+    """A stored lesson's metadata with every field present (hand-edited or older records may lack some). Raises
+    ValueError naming the field when the counts are unusable (`stored_counts`)."""
     meta = dict(record.get("metadata") or {})
-    frequency = int(meta.get("frequency") or 0)
-    rate = float(meta.get("successRate") or 0.0)
-    successes = int(meta.get("successCount", round(rate * frequency)) or 0)
+    frequency, successes, recent_successes, recent_attempts = stored_counts(meta)
     now = utc_now()
     return {
         "severity": meta.get("severity") or "medium",
@@ -139,11 +143,57 @@ def complete_metadata(record: dict[str, Any]) -> dict[str, Any]:
         "updatedAt": meta.get("updatedAt") or meta.get("createdAt") or now,
         "frequency": frequency,
         "successCount": successes,
-        "successRate": rate,
-        "recentSuccesses": float(meta.get("recentSuccesses", successes)),
-        "recentAttempts": float(meta.get("recentAttempts", frequency)),
+        "successRate": successes / frequency if frequency else 0.0,  # always derived: the count is the truth
+        "recentSuccesses": recent_successes,
+        "recentAttempts": recent_attempts,
         **({"project": meta["project"]} if isinstance(meta.get("project"), str) else {}),
     }
+
+
+def stored_counts(meta: dict[str, Any]) -> tuple[int, int, float, float]:
+    """(frequency, successCount, recentSuccesses, recentAttempts) of a stored lesson's metadata, older records'
+    gaps filled. Raises ValueError naming the field when a count is not a whole number from 0 to MAX_COUNT,
+    successCount exceeds frequency, or a recent count is not a finite number from 0 with recentSuccesses <=
+    recentAttempts: one such line (1e400 is valid JSON) made every lookup divide by zero or print NaN, which no
+    client parses."""
+    frequency = _stored_count(meta, "frequency", 0)
+    if "successCount" in meta or frequency == 0:
+        successes = _stored_count(meta, "successCount", 0)
+    else:  # an older record kept only the rate
+        rate = _stored_number(meta, "successRate", 0.0)
+        if not 0 <= rate <= 1:
+            raise ValueError(f"metadata.successRate must be from 0 to 1 (got {rate:g})")
+        successes = round(rate * frequency)
+    if successes > frequency:
+        raise ValueError(f"metadata.successCount ({successes}) cannot exceed metadata.frequency ({frequency})")
+    recent_successes = _stored_number(meta, "recentSuccesses", float(successes))
+    recent_attempts = _stored_number(meta, "recentAttempts", float(frequency))
+    if recent_successes > recent_attempts * (1 + 1e-9) + 1e-9:
+        raise ValueError(
+            f"metadata.recentSuccesses ({recent_successes:g}) cannot exceed metadata.recentAttempts "
+            f"({recent_attempts:g})"
+        )
+    return frequency, successes, recent_successes, recent_attempts
+
+
+def _stored_number(meta: dict[str, Any], field: str, default: float) -> float:
+    value = meta.get(field, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"metadata.{field} must be a number (got {json.dumps(value, default=str)[:40]})")
+    # (compared before any conversion: a 400-digit integer is no float, and Python will not even print it whole)
+    if not 0 <= value <= MAX_COUNT:
+        shown = f"{value:g}" if isinstance(value, float) or value.bit_length() < 64 else "a number that large"
+        raise ValueError(f"metadata.{field} must be a number from 0 to {MAX_COUNT} (got {shown})")
+    return float(value)
+
+
+def _stored_count(meta: dict[str, Any], field: str, default: int) -> int:
+    value = _stored_number(meta, field, default)
+    if value != int(value):
+        raise ValueError(f"metadata.{field} must be a whole number (got {value:g})")
+    return int(value)
 
 
 class ErrorPattern(BaseModel):
@@ -161,9 +211,12 @@ class ErrorQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Text = Field(default="", description="Error category, if known")
-    message: NonBlank = Field(description="The error message or key line (longer text is fine)")
-    context: Text = Field(default="", description="What was being done")
-    stackTrace: StrictStr | None = None
+    message: NonBlank = Field(
+        max_length=MAX_MESSAGE_CHARS,
+        description="The error message or key line (a few lines are fine; a whole log: get_lesson_recommendations)",
+    )
+    context: Text = Field(default="", max_length=MAX_LOG_CHARS, description="What was being done")
+    stackTrace: StrictStr | None = Field(default=None, max_length=MAX_LOG_CHARS)
 
     @model_validator(mode="before")
     @classmethod
@@ -431,7 +484,9 @@ def stored_lesson_problem(record: dict[str, Any]) -> str | None:
         where = ".".join(str(part) for part in problem["loc"])
         got = json.dumps(problem.get("input"), ensure_ascii=False, default=str)[:80]
         return f"lesson {record['name']!r}: field {where}: {problem['msg']} (got {got})"
-    except (ValueError, TypeError) as exc:
+    except ValueError as exc:  # (each names its field)
+        return f"lesson {record['name']!r}: {exc}"
+    except TypeError as exc:
         return f"lesson {record['name']!r}: a field has the wrong type ({exc})"
     return None
 

@@ -900,7 +900,8 @@ def error_windows(log: str) -> list[tuple[str, str, float]]:
     or two after them), deduplicated by shape."""
     # Past MAX_LINE_CHARS a line is data (a minified bundle, a JSON dump, a long command line): its start holds
     # the message if there is one.
-    lines = [line.strip()[:MAX_LINE_CHARS].rstrip() for line in strip_ansi(log).split("\n")]
+    # Any line break: a log copied from a terminal or a Windows tool may end its lines with a lone \r.
+    lines = [line.strip()[:MAX_LINE_CHARS].rstrip() for line in strip_ansi(log).splitlines()]
     lines = [line for line in lines if line]
     lowered = [line.lower() for line in lines]
     plain = [i for i, line in enumerate(lowered) if not is_wrapper(line)]

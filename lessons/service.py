@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from lessons.model import (
     MAX_ALIAS_CHARS,
     MAX_ALIASES,
+    MAX_LOG_CHARS,
     CreatedLesson,
     ErrorQuery,
     Lesson,
@@ -35,6 +36,7 @@ from lessons.model import (
     complete_metadata,
     iso,
     lesson_of,
+    stored_counts,
     stored_lesson_problem,
     utc_now,
 )
@@ -55,6 +57,7 @@ from lessons.ranking import (
     confident,
     error_windows,
     query_of,
+    share_of_query,
     signature_version,
     success_statistic,
     type_key,
@@ -74,7 +77,8 @@ from memory_graph.storage import (
 )
 
 log = logging.getLogger(__name__)
-MAX_CONTEXT_CHARS = 1_048_576
+MAX_CONTEXT_CHARS = MAX_LOG_CHARS
+MAX_SIGNATURE_CHARS = 1_000  # of the query's shape a find answer shows (it echoed a pasted log whole)
 SAVE_NOW_SIGNATURES = 200
 SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
 CONTEXT_WEIGHT = 0.05  # find_similar_errors: share of the score from the query's context and stack trace
@@ -223,12 +227,8 @@ class EntityTypes(Protocol):
 
 
 def statistic_of(record: dict[str, Any]) -> float:
-    meta = record.get("metadata") or {}
-    frequency = float(meta.get("frequency") or 0)
-    successes = float(meta.get("successCount", round(float(meta.get("successRate") or 0) * frequency)) or 0)
-    return success_statistic(
-        float(meta.get("recentSuccesses", successes)), float(meta.get("recentAttempts", frequency))
-    )
+    _, _, recent_successes, recent_attempts = stored_counts(record.get("metadata") or {})
+    return success_statistic(recent_successes, recent_attempts)
 
 
 class LessonService:
@@ -550,8 +550,9 @@ class LessonService:
                 lesson = index.lessons[name]
                 score = index.match(query, lesson, kind)
                 if context is not None and context.known_mass:
-                    explained = sum(w for word, w in (context.known or {}).items() if word in lesson.all_evidence)
-                    score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained / context.known_mass
+                    # (capped at 1: a quoted word counts in full among the lesson's words, at half in the mass)
+                    explained = share_of_query(context, lesson.all_evidence)
+                    score = (1 - CONTEXT_WEIGHT) * score + CONTEXT_WEIGHT * explained
                 scored.append((score, statistic_of(self.records[name]), name))
             # Abstention by fitted confidence (see ranking.FIND_CONFIDENCE) above the score floor the model was
             # fitted over (below it the model would extrapolate).
@@ -583,7 +584,11 @@ class LessonService:
                 for score, statistic, name, chance in top
             ]
         self.lookups.shown(pattern.message, [match.name for match in matches])
-        return SimilarErrors(matches=matches, signature=query.shape)
+        shape = query.shape
+        return SimilarErrors(
+            matches=matches,
+            signature=shape if len(shape) <= MAX_SIGNATURE_CHARS else shape[: MAX_SIGNATURE_CHARS - 1] + "…",
+        )
 
     def get_lesson_recommendations(self, context: str, limit: int = 5) -> Recommendations:
         if len(context) > MAX_CONTEXT_CHARS:

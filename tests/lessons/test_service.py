@@ -279,6 +279,78 @@ async def test_a_malformed_stored_lesson_is_reported_by_line_and_field_never_mas
     assert "verificationSteps" in problems[0]
 
 
+@FILES_ONLY
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [
+        ('{"frequency": 1e400}', "metadata.frequency must be a number from 0"),
+        ('{"frequency": -4}', "metadata.frequency must be a number from 0"),
+        ('{"frequency": 2.5}', "metadata.frequency must be a whole number"),
+        ('{"frequency": 1, "successCount": 5}', "metadata.successCount (5) cannot exceed metadata.frequency (1)"),
+        ('{"frequency": 1, "recentAttempts": 1e400}', "metadata.recentAttempts must be a number from 0"),
+        ('{"frequency": 1, "recentSuccesses": 2}', "metadata.recentSuccesses (2) cannot exceed"),
+    ],
+)
+async def test_a_stored_lesson_whose_counts_no_lookup_can_use_is_reported_and_the_rest_served(
+    tmp_path: Path, metadata: str, said: str
+) -> None:
+    """Valid JSON, unusable counts: an infinite frequency made every tool fail (and `check` crash), a negative one
+    every lookup divide by zero, an infinite recent count print NaN, which no JSON client parses."""
+    async with Client(build_app(settings_for(tmp_path)).server) as client:
+        await call(client, "create_lesson", lesson=PORT)
+    shard = tmp_path / "lesson.json"
+    record = json.dumps({"type": "entity", "name": "BROKEN", "entityType": "lesson", "observations": []})
+    line = record[:-1] + ', "errorPattern": {"type": "build", "message": "make: *** No rule"}, "metadata": '
+    with shard.open("a", encoding="utf-8") as handle:
+        handle.write(line + metadata + "}\n")
+    app = build_app(settings_for(tmp_path))
+    (problem,) = app.store.check().problems
+    assert problem.startswith(f"{shard}:2: lesson 'BROKEN': ") and said in problem
+    async with Client(app.server) as client:
+        found = await call(client, "find_similar_errors", errorPattern={"message": "make: *** No rule to make"})
+        assert all(0 <= m["successStatistic"] <= 1 and 0 <= m["score"] <= 1 for m in found["matches"])
+        await call(client, "get_lesson_recommendations", context="Error: listen EADDRINUSE :::3000")
+        assert (await call(client, "read_graph"))["entities"][0]["name"] == "NODE_EADDRINUSE"
+
+
+@FILES_ONLY
+async def test_a_stored_rate_is_the_count_over_the_attempts(tmp_path: Path) -> None:
+    """A lesson imported or written by hand with its counts and no rate showed a rate of 0."""
+    record = {"type": "entity", "name": "PIP", "entityType": "lesson", "observations": []}
+    record |= {"errorPattern": PIP["errorPattern"], "metadata": {"frequency": 4, "successCount": 3}}
+    (tmp_path / "lesson.json").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    async with Client(build_app(settings_for(tmp_path)).server) as client:
+        found = await call(client, "find_similar_errors", errorPattern=PIP["errorPattern"])
+    assert found["matches"][0]["lesson"]["metadata"]["successRate"] == 0.75
+
+
+async def test_a_find_score_stays_within_0_and_1_when_the_context_quotes_a_command(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PIP)
+    found = await call(
+        client,
+        "find_similar_errors",
+        errorPattern={**PIP["errorPattern"], "context": "ran `pip install reqeusts` in a venv"},
+    )
+    assert found["matches"] and all(0 <= m["score"] <= 1 for m in found["matches"])
+
+
+async def test_a_log_with_carriage_return_line_ends_is_read_line_by_line(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PORT)
+    log = "".join(f"Downloading chunk {i} of 300\n" for i in range(300))
+    log += "node server.js\nError: listen EADDRINUSE: address already in use :::3000\n    at Server.setupListenHandle\n"
+    for ending in ("\n", "\r\n", "\r"):
+        found = await call(client, "get_lesson_recommendations", context=log.replace("\n", ending))
+        assert [r["name"] for r in found["recommendations"]][:1] == ["NODE_EADDRINUSE"], repr(ending)
+
+
+async def test_find_reads_a_bounded_message_and_echoes_a_bounded_signature(client: Client) -> None:
+    await call(client, "create_lesson", lesson=PORT)
+    text = await error_of(client, "find_similar_errors", errorPattern={"message": "a." * 40_000})
+    assert "message" in text and "65536" in text.replace(",", "")
+    found = await call(client, "find_similar_errors", errorPattern={"message": "error: " + "word " * 10_000})
+    assert len(found["signature"]) <= 1_000
+
+
 # -- learning from use and upkeep (issue 8) --------------------------------------------------------------------
 async def test_a_twin_is_merged_into_the_lesson_it_duplicates_and_its_name_still_finds_it(client: Client) -> None:
     first = await call(client, "create_lesson", lesson=PORT)
