@@ -685,18 +685,25 @@ class LessonService:
         ]
 
     # -- bulk: import and export ---------------------------------------------------------------------------
-    def import_lessons(self, records: Sequence[dict[str, Any]], summary: ImportSummary, batch: int = 500) -> None:
+    def import_lessons(
+        self,
+        records: Sequence[dict[str, Any]],
+        summary: ImportSummary,
+        batch: int = 500,
+        places: Sequence[str] = (),
+    ) -> None:
         """Merge lesson records in, a batch per transaction: each is checked by the stored-lesson rule, a new name
-        is stored with complete metadata, a lesson already stored (or seen twice) gains the other's observations."""
+        is stored with complete metadata, a lesson already stored (or seen twice) gains the other's observations.
+        `places`: where each record was read ("file:line"), named in a refusal."""
         for start in range(0, len(records), batch):
             with self.store.transaction() as tx:
                 pending: dict[str, dict[str, Any]] = {}
-                for record in records[start : start + batch]:
+                for number, record in enumerate(records[start : start + batch], start=start):
                     name = record["name"]
                     problem = stored_lesson_problem(record)
                     taken = self.names.entity_type(name) if name not in self.records else None
                     if problem is not None:
-                        summary.invalid.append(problem)
+                        summary.invalid.append(f"{places[number]}: {problem}" if number < len(places) else problem)
                         continue
                     if taken is not None:
                         summary.problems.append(f"lesson {name!r} skipped: the name is used by a {taken}")

@@ -252,6 +252,7 @@ def import_(services: Services, args: argparse.Namespace) -> int:
     unreadable: list[str] = []
     entities: list[dict[str, Any]] = []
     lessons: list[dict[str, Any]] = []
+    lesson_places: list[str] = []
     relations: list[dict[str, Any]] = []
     for path in files:
         for item in read_source(path):
@@ -259,12 +260,15 @@ def import_(services: Services, args: argparse.Namespace) -> int:
                 unreadable.append(item.problem)
             elif item.record["type"] == "relation":
                 relations.append(item.record)
+            elif is_lesson_record(item.record):
+                lessons.append(item.record)
+                lesson_places.append(item.place)
             else:
-                (lessons if is_lesson_record(item.record) else entities).append(item.record)
+                entities.append(item.record)
     summary = ImportSummary()
     bar = ProgressBar("importing", total=len(lessons) + len(entities) + len(relations))
     for offset, step in (
-        (0, lambda: services.lessons.import_lessons(lessons, summary)),
+        (0, lambda: services.lessons.import_lessons(lessons, summary, places=lesson_places)),
         (len(lessons), lambda: services.graph.import_entities(entities, summary)),
         (len(lessons) + len(entities), lambda: services.graph.import_relations(relations, summary)),
     ):

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ class SourceRecord:
 
     record: dict[str, Any] | None
     problem: str = ""
+    place: str = ""  # where it was read: "file:line" or "file: item N" (a rule's refusal of the record names it)
 
 
 def files_to_import(paths: Iterable[Path]) -> list[Path]:
@@ -103,31 +105,47 @@ def read_source(path: Path) -> Iterator[SourceRecord]:
                 f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); convert the file to UTF-8 and import it",
             )
         else:
-            yield from _records_by_line(read_shard_file(path))
+            yield from _records_by_line(path, read_shard_file(path))
         return
-    document = _whole_document(text)
+    try:
+        document = _whole_document(text)
+    except ValueError as exc:
+        yield SourceRecord(None, f"{path}: {exc}")
+        return
     if document is None:
-        yield from _records_by_line(parse_text(path, text))
+        yield from _records_by_line(path, parse_text(path, text))
         return
     for number, item in enumerate(document, start=1):
         record, why = normalize_record(item)
-        yield SourceRecord(record, "" if record else f"{path}: item {number}: {why}")
+        place = f"{path}: item {number}"
+        yield SourceRecord(record, "" if record else f"{place}: {why}", place)
 
 
-def _records_by_line(parsed: ParsedFile) -> Iterator[SourceRecord]:
+def _records_by_line(path: Path, parsed: ParsedFile) -> Iterator[SourceRecord]:
     lines = dict(zip(parsed.record_lines, (record for _, record, _ in parsed.records), strict=True))
     problems = {p.line_number: str(p) for p in parsed.problems}
     for number in sorted(lines.keys() | problems.keys()):
-        yield SourceRecord(lines.get(number), problems.get(number, ""))
+        yield SourceRecord(lines.get(number), problems.get(number, ""), f"{path}:{number}")
 
 
 def _whole_document(text: str) -> list[Any] | None:
-    """The items of a file that is one JSON document (an array or an export object), or None for JSON Lines."""
+    """The items of a file that is one JSON document (an array or an export object), or None for JSON Lines.
+    Raises ValueError saying where when it is a document broken by hand (an exported .json file): no line of its
+    start is a record of its own, so read as JSON Lines every line of it would be reported broken, and the one
+    place to fix not named."""
     if not text.lstrip().startswith(("[", "{")):
         return None
     try:
         data = json.loads(text)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return None
+    except json.JSONDecodeError as exc:
+        start = [line for line in islice((line for line in text.splitlines() if line.strip()), 20)]
+        if not any(_is_record_line(line) for line in start):
+            raise ValueError(
+                f"{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); the file is one JSON document, not JSON "
+                "Lines: fix it there and import it again"
+            ) from None
         return None
     if isinstance(data, list):
         return data
@@ -138,3 +156,10 @@ def _whole_document(text: str) -> list[Any] | None:
             *({"type": "relation", **e} if isinstance(e, dict) else e for e in data.get("relations", [])),
         ]
     return None
+
+
+def _is_record_line(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False

@@ -283,6 +283,29 @@ def test_import_says_which_lines_it_could_not_read_and_exits_1(tmp_path: Path, r
     assert f"{source}:2: not valid JSON" in result.stderr
 
 
+def test_import_names_the_line_of_a_lesson_the_lesson_rule_refuses(tmp_path: Path, run: Callable[..., Ran]) -> None:
+    source = tmp_path / "old.jsonl"
+    lesson = {"type": "entity", "name": "L", "entityType": "lesson", "observations": []}
+    lesson |= {"errorPattern": {"type": "build", "message": "make: *** No rule"}, "metadata": {"frequency": -4}}
+    entity = {"type": "entity", "name": "A", "entityType": "x", "observations": []}
+    source.write_text(f"{json.dumps(entity)}\n{json.dumps(lesson)}\n", encoding="utf-8")
+    result = run(tmp_path, "import", str(source))
+    assert result.returncode == 1 and "imported 1 entities" in result.stdout
+    assert f"{source}:2: lesson 'L': metadata.frequency" in result.stderr
+
+
+def test_import_of_a_json_document_broken_by_hand_names_the_one_place(tmp_path: Path, run: Callable[..., Ran]) -> None:
+    entities = [{"name": f"E{i}", "entityType": "x", "observations": [f"fact {i}"]} for i in range(20)]
+    text = json.dumps({"entities": entities, "relations": []}, indent=2)
+    lines = text.splitlines()
+    lines[26] = "oops " + lines[26]
+    source = tmp_path / "export.json"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run(tmp_path, "import", str(source))
+    assert result.returncode == 1 and "1 record(s) could not be read" in result.stderr
+    assert f"{source}: 27:" in result.stderr and "one JSON document" in result.stderr
+
+
 def test_export_refuses_the_stores_own_files_and_a_missing_folder(tmp_path: Path, run: Callable[..., Ran]) -> None:
     run(tmp_path, "import", str(official_file(tmp_path)))
     own = tmp_path / "store" / "memory.json"
