@@ -10,6 +10,7 @@ roots and hands the folders here.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from memory_graph.config import DEFAULT_STORE, PROJECT_NAME, RESERVED_PROJECTS, 
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
 from memory_graph.storage import folder_usage
 
+log = logging.getLogger(__name__)
 ALLOWED_PROJECTS = "memory_graph.allowed_projects"
 """The key under which the HTTP transport hands a request's allowed projects to list_projects (in the ASGI scope)."""
 
@@ -66,6 +68,7 @@ def choose_project(root_uris: list[str], cwd: Path) -> ChosenProject:
     for uri in root_uris:
         folder = folder_of_root(uri)
         if folder is None:
+            log.warning("the client's root %s is not a folder of this machine (file:///...); skipped", uri)
             continue
         top = repository_top(folder) or folder.resolve()
         return ChosenProject(name_for_folder(top), top, f"the client's root {uri}")

@@ -25,12 +25,13 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError, NoBackChannel
 from mcp.types import (
     CallToolResult,
     InputRequiredResult,
+    ListRootsRequest,
     SubscribeRequestParams,
     TextContent,
     ToolAnnotations,
     UnsubscribeRequestParams,
 )
-from pydantic import BaseModel, Field, StrictBool, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
 from lessons.model import (
     MAX_ALIASES,
@@ -126,6 +127,18 @@ def structured(model: BaseModel, text: str | None = None, text_field: str | None
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
+class ClientRoot(BaseModel):
+    """A root as the client sent it: any URI (the SDK's own model refuses every scheme but file://)."""
+
+    model_config = ConfigDict(extra="ignore")
+    uri: str
+
+
+class ClientRoots(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    roots: list[ClientRoot]
+
+
 class MemoryGraphServer(MCPServer):
     """MCPServer whose argument errors say which field, what was wrong and how to fix it, and which serves
     `resources/subscribe` for the graph resource like the official server."""
@@ -146,10 +159,15 @@ class MemoryGraphServer(MCPServer):
                 with warnings.catch_warnings():  # roots are deprecated in 2026-07-28, and still what clients send
                     warnings.simplefilter("ignore", MCPDeprecationWarning)
                     with anyio.fail_after(ROOTS_TIMEOUT_SECONDS):
-                        roots = await session.list_roots()
-                uris = [str(root.uri) for root in roots.roots]
+                        # Our own result model, not session.list_roots(): the SDK's requires every uri to be a
+                        # file:// URL, so one root elsewhere ("vscode-vfs://...") failed every tool call. Here
+                        # roots that are not local folders are skipped one by one (projects.choose_project).
+                        roots = await session.send_request(ListRootsRequest(), ClientRoots)
+                uris = [root.uri for root in roots.roots]
             except (MCPError, NoBackChannelError, TimeoutError) as exc:
                 log.info("the client did not list its roots (%s); using the working directory", exc)
+            except ValidationError as exc:
+                log.warning("the client's roots/list answer is malformed (%s); using the working directory", exc)
         try:
             await anyio.to_thread.run_sync(selection.choose, uris, Path.cwd())
         except MemoryGraphError as exc:

@@ -456,3 +456,72 @@ def test_project_names_have_one_case_and_tokenless_http_answers_only_localhost()
     assert _loopback_host({b"host": b"127.0.0.1:8000"}) and _loopback_host({b"host": b"localhost"})
     assert _loopback_host({b"host": b"[::1]:8000"})
     assert not _loopback_host({b"host": b"evil.example:8000"}) and not _loopback_host({})
+
+
+class RawStdioClient:
+    """A stdio client speaking JSON-RPC by hand, so it can answer roots/list with what real clients send (the SDK's
+    client would refuse to build a root that is not a file:// URL)."""
+
+    def __init__(self, env: dict[str, str], cwd: Path, roots: list[str]) -> None:
+        full = {**os.environ, "MEMORY_SEMANTIC": "off", "PYTHONPATH": str(ROOT), **env}
+        self.roots = roots
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memory_graph"],
+            env=full,
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        self.last_id = 0
+        capabilities = {"roots": {"listChanged": True}}
+        client = {"name": "raw", "version": "1"}
+        self.request(
+            "initialize", {"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": client}
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        self.last_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.last_id, "method": method, "params": params})
+        while True:
+            line = self.process.stdout.readline()
+            assert line, "the server closed its output"
+            message = json.loads(line)
+            if message.get("method") == "roots/list":
+                roots = [{"uri": uri, "name": "r"} for uri in self.roots]
+                self.send({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": roots}})
+            elif message.get("id") == self.last_id and "method" not in message:
+                return message
+
+    def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})["result"]
+        assert not result.get("isError"), result["content"][0]["text"]
+        return dict(result["structuredContent"])
+
+    def close(self) -> str:
+        _, stderr = self.process.communicate(timeout=30)  # (closes stdin: the server ends)
+        return stderr
+
+
+def test_auto_skips_a_root_that_is_not_a_file_url_and_uses_the_next(tmp_path: Path) -> None:
+    """The SDK's roots/list result model refused the whole answer when one root was not a file:// URL (a
+    remote workspace's vscode-vfs://...), and every tool call failed with a raw validation error."""
+    repo = tmp_path / "shop"
+    (repo / ".git").mkdir(parents=True)
+    env = {"MEMORY_FILE_PATH": str(tmp_path / "data" / "memory.json"), "MEMORY_PROJECT": "auto"}
+    client = RawStdioClient({**env, **engine_env(tmp_path)}, tmp_path, ["vscode-vfs://github/me/app", repo.as_uri()])
+    try:
+        assert client.tool("read_graph") == {"entities": [], "relations": []}
+        assert client.tool("list_projects")["current"] == name_for_folder(repo.resolve())
+    finally:
+        stderr = client.close()
+    assert "vscode-vfs://github/me/app" in stderr and "skipped" in stderr
