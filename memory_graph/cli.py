@@ -25,7 +25,7 @@ from memory_graph.config import AUTO_PROJECT, DEFAULT_STORE, Settings, port_numb
 from memory_graph.errors import InvalidInputError, MemoryGraphError, StorageError
 from memory_graph.export import FORMATS, render
 from memory_graph.graph import ImportSummary
-from memory_graph.projects import choose_project, list_projects, move_entity
+from memory_graph.projects import choose_project, earlier_projects_note, list_projects, move_entity
 from memory_graph.storage import atomic_write, copy_records, files_to_import, read_source
 
 log = logging.getLogger("memory_graph")
@@ -108,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level, format="memory-graph %(levelname)s %(name)s: %(message)s"
     )
+    note = earlier_projects_note(settings)
+    if note is not None:
+        log.warning("memory-graph: %s", note)
     try:
         if args.command in (None, "serve"):
             return serve(settings, args)

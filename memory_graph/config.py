@@ -44,7 +44,8 @@ ENVIRONMENT = {
     "MEMORY_PROJECT": (
         "unset (the default store)",
         "A named store of its own for this server: `<name>` (letters, digits, `.`, `_`, `-`; up to 64), kept in "
-        "`projects/<name>/` beside the memory file (or as store `<name>` of the database); `auto` chooses it from "
+        "`projects/<name>/` beside the memory file (`<stem>-projects/` beside one not called memory.json; or as store "
+        "`<name>` of the database); `auto` chooses it from "
         "the client's roots, else the working directory's git repository. Never falls back to another store.",
     ),
     "MEMORY_LESSONS": (
@@ -290,8 +291,16 @@ class Settings:
 
     @property
     def data_folder(self) -> Path:
-        """Where the default store's files are; named stores live in its `projects/` folder."""
+        """Where the default store's files are; named stores live in its `projects_folder`."""
         return (self.home_files[0] if self.home_files else self.memory_file).parent
+
+    @property
+    def projects_folder(self) -> Path:
+        """Where the named stores' folders are: `projects/` beside `memory.json`, else `<stem>-projects/`, so two
+        memories in one folder (`work.json`, `home.json`) never share a project, as `history_file` keeps their
+        histories apart. (`memory.json`'s projects stay where they always were.)"""
+        home = self.home_files[0] if self.home_files else self.memory_file
+        return home.with_name("projects" if home.stem == "memory" else f"{home.stem}-projects")
 
     @property
     def lesson_store_name(self) -> str:
@@ -307,7 +316,7 @@ class Settings:
             return replace(
                 self, project=None, store_name=DEFAULT_STORE, memory_file=memory_file, lesson_file=lesson_file
             )
-        folder = self.data_folder / "projects" / name
+        folder = self.projects_folder / name
         lesson_file = home[1] if self.lessons_scope == "shared" else folder / "lesson.json"
         return replace(
             self,

@@ -103,6 +103,30 @@ def _iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def project_folders(settings: Settings) -> dict[str, Path]:
+    """The named stores of this memory file's data folder by name, sorted: the one place that looks for them (its
+    `Settings.projects_folder`)."""
+    projects = settings.projects_folder
+    names = sorted(p.name for p in projects.iterdir() if p.is_dir()) if projects.is_dir() else []
+    return {n: projects / n for n in names if PROJECT_NAME.fullmatch(n) and n.lower() not in RESERVED_PROJECTS}
+
+
+def earlier_projects_note(settings: Settings) -> str | None:
+    """Before a memory file not called `memory.json` had a projects folder of its own, its projects were kept in
+    `projects/`, shared with every memory of that folder: said at start, so they can be moved, not lost from view."""
+    if settings.database_url is not None:
+        return None
+    own = settings.projects_folder
+    shared = own.with_name("projects")
+    if own == shared or own.exists() or not shared.is_dir() or own.with_name("memory.json").exists():
+        return None  # (beside memory.json, projects/ is memory.json's)
+    home = settings.home_files[0] if settings.home_files else settings.memory_file
+    return (
+        f"the projects of {home.name} are kept in {own}/ (before, in {shared}/, shared by every memory file of "
+        f"that folder); move the ones that are {home.name}'s there: mv {shared}/<name> {own}/"
+    )
+
+
 def list_projects(settings: Settings, allowed: frozenset[str] | None = None) -> Projects:
     """Every store of this data folder (or database), `default` first; only `allowed` ones when given."""
     current = settings.project
@@ -122,12 +146,9 @@ def list_projects(settings: Settings, allowed: frozenset[str] | None = None) -> 
         lesson_size, lesson_changed = folder_usage(base.lesson_file.parent, (base.lesson_file.stem,))
         newest = max(filter(None, (changed, lesson_changed)), default=None)
         found.append(ProjectInfo(name=DEFAULT_STORE, bytes=size + lesson_size, lastChange=_iso(newest)))
-        projects = settings.data_folder / "projects"
-        names = sorted(p.name for p in projects.iterdir() if p.is_dir()) if projects.is_dir() else []
-        for name in names:
-            if PROJECT_NAME.fullmatch(name) and name.lower() not in RESERVED_PROJECTS:
-                size, changed = folder_usage(projects / name)
-                found.append(ProjectInfo(name=name, bytes=size, lastChange=_iso(changed)))
+        for name, folder in project_folders(settings).items():
+            size, changed = folder_usage(folder)
+            found.append(ProjectInfo(name=name, bytes=size, lastChange=_iso(changed)))
     if current is not None and all(p.name != current for p in found):
         found.append(ProjectInfo(name=current, bytes=0, lastChange=None))  # chosen, nothing written yet
     for project in found:

@@ -20,10 +20,11 @@ from mcp.types import ListRootsResult, ResourceUpdatedNotification, Root
 from memory_graph.cli import main
 from memory_graph.config import Settings, project_name
 from memory_graph.errors import InvalidInputError
-from memory_graph.projects import choose_project, name_for_folder
+from memory_graph.model import Entity
+from memory_graph.projects import choose_project, earlier_projects_note, list_projects, name_for_folder
 from memory_graph.server import build_app
 from memory_graph.subscriptions import GRAPH_URI
-from tests.conftest import engine_env, settings_in
+from tests.conftest import FILES_ONLY, engine_env, settings_in
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("each_engine")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -525,3 +526,34 @@ def test_auto_skips_a_root_that_is_not_a_file_url_and_uses_the_next(tmp_path: Pa
     finally:
         stderr = client.close()
     assert "vscode-vfs://github/me/app" in stderr and "skipped" in stderr
+
+
+@FILES_ONLY
+def test_two_memory_files_in_one_folder_never_share_a_project(tmp_path: Path) -> None:
+    """A project's folder was `projects/<name>` beside any memory file: work.json's and home.json's project
+    `notes` were one store, though their histories were kept apart."""
+
+    def services(stem: str, project: str) -> Any:
+        from memory_graph.app import build_services
+
+        files = {"MEMORY_FILE_PATH": tmp_path / f"{stem}.json", "LESSON_FILE_PATH": tmp_path / f"{stem}-lessons.json"}
+        built = build_services(settings_in(tmp_path, **files, MEMORY_PROJECT=project))
+        built.store.open()
+        return built
+
+    work = services("work", "notes")
+    work.graph.create_entities([Entity(name="Salary", entityType="fact", observations=["work-confidential"])])
+    home = services("home", "notes")
+    assert home.graph.read_graph().entities == []
+    assert [p.name for p in list_projects(home.settings).projects] == ["default", "notes"]
+    other = settings_in(tmp_path, MEMORY_FILE_PATH=tmp_path / "other.json")
+    assert [p.name for p in list_projects(other).projects] == ["default"]  # a third memory has no project
+    (tmp_path / "projects" / "old").mkdir(parents=True)  # an earlier version kept other.json's projects there
+    assert f"mv {tmp_path / 'projects'}/<name> {tmp_path / 'other-projects'}/" in str(earlier_projects_note(other))
+    assert earlier_projects_note(work.settings) is None  # work.json has its own projects folder already
+    assert work.settings.memory_file == tmp_path / "work-projects" / "notes" / "memory.json"
+    assert home.settings.memory_file == tmp_path / "home-projects" / "notes" / "memory.json"
+    for each in (work, home):
+        each.store.close()
+    # memory.json's projects stay where they always were
+    assert settings_in(tmp_path, MEMORY_PROJECT="notes").memory_file == tmp_path / "projects" / "notes" / "memory.json"
