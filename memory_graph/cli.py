@@ -25,7 +25,14 @@ from memory_graph.config import AUTO_PROJECT, DEFAULT_STORE, Settings, port_numb
 from memory_graph.errors import InvalidInputError, MemoryGraphError, StorageError
 from memory_graph.export import FORMATS, render
 from memory_graph.graph import ImportSummary
-from memory_graph.projects import choose_project, earlier_projects_note, list_projects, move_entity
+from memory_graph.projects import (
+    choose_project,
+    earlier_projects_note,
+    is_new,
+    list_projects,
+    move_entity,
+    require_known,
+)
 from memory_graph.storage import atomic_write, copy_records, files_to_import, read_source
 
 log = logging.getLogger("memory_graph")
@@ -84,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PROJECT",
         help=f"the project to move it to ({DEFAULT_STORE}: the default store)",
     )
+    moving.add_argument("--create", action="store_true", help="make the target project if it does not exist yet")
     migrating = commands.add_parser(
         "migrate",
         help="copy the whole store (graph, lessons, history) into an empty one: a PostgreSQL URL or a memory file; "
@@ -97,11 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env()
+        source = "MEMORY_PROJECT"
         if args.project is not None:
             settings = settings.for_project(project_name(args.project, "--project"))
+            source = "--project"
         elif settings.project == AUTO_PROJECT and args.command not in (None, "serve"):
             # An admin command has no client to ask: auto means the working directory's repository.
             settings = settings.for_project(choose_project([], Path.cwd()).name)
+            source = "MEMORY_PROJECT=auto chose"
     except MemoryGraphError as exc:
         print(f"memory-graph: {exc}", file=sys.stderr)
         return 2
@@ -114,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in (None, "serve"):
             return serve(settings, args)
+        if args.command not in MAKES_PROJECTS:
+            require_known(settings, source)
         return ADMIN[args.command](build_services(settings), args)
     except MemoryGraphError as exc:
         print(f"memory-graph: {exc}", file=sys.stderr)
@@ -125,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     from memory_graph.server import build_app
 
+    if settings.project not in (None, AUTO_PROJECT) and is_new(settings):
+        # Said, not refused: a server's project is made by its first write. A mistyped name shows here.
+        log.warning(
+            "memory-graph: project %s is new (made now, empty); `memory-graph projects` lists them", settings.project
+        )
     app = build_app(settings)
     # Said at every start (stderr; stdout is the protocol's): which files this server reads and writes.
     if app.selection.pending:
@@ -342,7 +360,10 @@ def move_entity_command(services: Services, args: argparse.Namespace) -> int:
     name = DEFAULT_STORE if default else project_name(args.to_project, "--to-project")
     if name == (services.settings.project or DEFAULT_STORE):
         raise InvalidInputError(f"--to-project {name} is the store the entity is in; name another one")
-    target = build_services(services.settings.for_project(None if default else name))
+    target_settings = services.settings.for_project(None if default else name)
+    if not args.create:
+        require_known(target_settings, "--to-project", "add --create to make it; check the spelling first")
+    target = build_services(target_settings)
     moved = move_entity(services, target, args.name)
     print(f"moved {moved.name!r} with {moved.relations_moved} relation(s) to project {name}")
     if moved.relations_left:
@@ -353,6 +374,7 @@ def move_entity_command(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
+MAKES_PROJECTS = ("import", "projects")  # every other command reads or changes a store that must exist already
 ADMIN = {
     "projects": projects,
     "move-entity": move_entity_command,

@@ -29,7 +29,7 @@ from uvicorn.server import ServerState
 
 from memory_graph.config import DEFAULT_STORE, LOOPBACK_HOSTS, project_name
 from memory_graph.errors import InvalidInputError
-from memory_graph.projects import ALLOWED_PROJECTS
+from memory_graph.projects import ALLOWED_PROJECTS, is_new
 
 if TYPE_CHECKING:
     from memory_graph.server import App
@@ -220,9 +220,12 @@ class ProjectRouter:
         """Run one store's MCP server (its session manager) until shutdown."""
         from memory_graph.server import build_app
 
-        app = self.base if project is None else build_app(self.settings.for_project(project))
+        settings = self.settings.for_project(project)
+        new = project is not None and is_new(settings)
+        app = self.base if project is None else build_app(settings)
         if project is not None:
-            log.warning("memory-graph: serving project %s at %s/%s", project, MCP_PATH, project)
+            shown = " (new: made now, empty)" if new else ""
+            log.warning("memory-graph: serving project %s%s at %s/%s", project, shown, MCP_PATH, project)
             app.start_loading()
         path = MCP_PATH if project is None else f"{MCP_PATH}/{project}"
         asgi = app.server.streamable_http_app(streamable_http_path=path, host=self.host)

@@ -111,6 +111,32 @@ def project_folders(settings: Settings) -> dict[str, Path]:
     return {n: projects / n for n in names if PROJECT_NAME.fullmatch(n) and n.lower() not in RESERVED_PROJECTS}
 
 
+def known_projects(settings: Settings) -> list[str]:
+    """The named stores that exist (have been written, or at least opened), sorted; `default` is not among them."""
+    if settings.database_url is not None:
+        from memory_graph.storage import store_usage
+
+        return sorted(name for name in store_usage(settings.database_url) if name != DEFAULT_STORE)
+    return list(project_folders(settings))
+
+
+def is_new(settings: Settings) -> bool:
+    """Whether these settings name a project that does not exist yet (opening it will make it)."""
+    return settings.project is not None and settings.project not in known_projects(settings)
+
+
+def require_known(
+    settings: Settings, source: str, remedy: str = "a project is made by its first write, such as an import"
+) -> None:
+    """Refuse a project that does not exist where a command would only read it (or should not make it): a mistyped
+    name would answer as an empty store, and leave that empty project behind. `source` names where the name came
+    from, `remedy` how to make the project on purpose."""
+    if not is_new(settings):
+        return
+    known = ", ".join([DEFAULT_STORE, *known_projects(settings)])
+    raise NotFoundError(f"{source} {settings.project}: no project {settings.project!r}; known: {known} ({remedy})")
+
+
 def earlier_projects_note(settings: Settings) -> str | None:
     """Before a memory file not called `memory.json` had a projects folder of its own, its projects were kept in
     `projects/`, shared with every memory of that folder: said at start, so they can be moved, not lost from view."""

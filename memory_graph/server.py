@@ -82,7 +82,7 @@ from memory_graph.model import (
     ObservationDeletion,
     Relation,
 )
-from memory_graph.projects import ALLOWED_PROJECTS, Projects, choose_project, list_projects
+from memory_graph.projects import ALLOWED_PROJECTS, Projects, choose_project, is_new, list_projects
 from memory_graph.storage import StoreEngine, return_freed_memory
 from memory_graph.subscriptions import GraphSubscriptions
 
@@ -240,8 +240,10 @@ class ConnectionServices:
         with self._lock:
             if self._services is None:
                 chosen = choose_project(root_uris, cwd)
-                log.warning("memory-graph: project %s, chosen from %s", chosen.name, chosen.how)
-                services = self._build(self.settings.for_project(chosen.name))
+                settings = self.settings.for_project(chosen.name)
+                new = " (new: made now, empty)" if is_new(settings) else ""
+                log.warning("memory-graph: project %s%s, chosen from %s", chosen.name, new, chosen.how)
+                services = self._build(settings)
                 services.store.open()
             return self.get()
 

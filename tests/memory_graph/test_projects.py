@@ -256,7 +256,7 @@ def test_the_cli_works_per_project_lists_projects_and_moves_an_entity(
     )
     assert main(["--project", "alpha", "import", str(source)]) == 0
     assert main(["--project", "beta", "import", str(source)]) == 0
-    assert main(["--project", "beta", "move-entity", "Ana", "--to-project", "gamma"]) == 0
+    assert main(["--project", "beta", "move-entity", "Ana", "--to-project", "gamma", "--create"]) == 0
     capsys.readouterr()
     assert main(["projects"]) == 0
     listed = json.loads(capsys.readouterr().out)
@@ -557,3 +557,59 @@ def test_two_memory_files_in_one_folder_never_share_a_project(tmp_path: Path) ->
         each.store.close()
     # memory.json's projects stay where they always were
     assert settings_in(tmp_path, MEMORY_PROJECT="notes").memory_file == tmp_path / "projects" / "notes" / "memory.json"
+
+
+def test_a_mistyped_project_is_refused_where_a_command_would_only_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--project alpah export` exported 0 records with rc 0 and left project alpah listed forever; move-entity to
+    a mistyped project made it silently."""
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.json"))
+    for name, value in engine_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"type":"entity","name":"Ana","entityType":"person","observations":["x"]}\n', encoding="utf-8")
+    assert main(["--project", "alpha", "import", str(source)]) == 0  # a first write makes a project
+    capsys.readouterr()
+    for command in (
+        ["export"],
+        ["stats"],
+        ["check"],
+        ["compact", "--days", "1"],
+        ["move-entity", "Ana", "--to-project", "alpha"],
+    ):
+        assert main(["--project", "alpah", *command]) == 1, command
+        err = capsys.readouterr().err
+        assert "no project 'alpah'; known: default, alpha (" in err and "first write" in err, err
+    assert main(["--project", "alpha", "move-entity", "Ana", "--to-project", "bta"]) == 1
+    assert "no project 'bta'" in (err := capsys.readouterr().err) and "--create" in err, err
+    assert main(["projects"]) == 0
+    assert [p["name"] for p in json.loads(capsys.readouterr().out)["projects"]] == ["default", "alpha"]
+    assert main(["--project", "alpha", "export"]) == 0  # nothing was moved
+    assert [json.loads(line)["name"] for line in capsys.readouterr().out.splitlines()] == ["Ana"]
+
+
+def test_a_server_on_a_new_project_says_so_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server's project is made by its first write (so not refused), but a mistyped name must show somewhere."""
+    env = {"PYTHONPATH": str(ROOT), "MEMORY_FILE_PATH": str(tmp_path / "m.json"), **engine_env(tmp_path)}
+
+    def start() -> str:
+        run = subprocess.run(
+            [sys.executable, "-m", "memory_graph"],
+            env={**os.environ, **env, "MEMORY_PROJECT": "fresh"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            input="",
+        )
+        assert run.returncode == 0 and re.search(r"\((project|store) fresh[;)]", run.stderr), run.stderr
+        return run.stderr
+
+    assert "project fresh is new" in start()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "in.jsonl").write_text(
+        '{"type":"entity","name":"A","entityType":"t","observations":[]}\n', encoding="utf-8"
+    )
+    assert main(["--project", "fresh", "import", str(tmp_path / "in.jsonl")]) == 0
+    assert "is new" not in start()
