@@ -815,6 +815,14 @@ class GraphService:
         entities = self.state.entities
         return entities.entity_type(name) if name in entities else None
 
+    def entity_record(self, name: str) -> dict[str, Any] | None:
+        """A plain entity's stored record with every field it was written with (`createdAt`, `tags`, ...: what
+        export writes), or None when no plain entity has this name."""
+        with self.store.reading():
+            if self.state.home(name) != MEMORY:
+                return None
+            return dict(self.state.entities[name])
+
     # -- writes ------------------------------------------------------------------------------------------
     def create_entities(self, entities: Sequence[Entity]) -> CreatedEntities:
         with self.store.transaction() as tx:

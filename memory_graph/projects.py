@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from memory_graph.app import Services
 from memory_graph.config import DEFAULT_STORE, PROJECT_NAME, RESERVED_PROJECTS, Settings
 from memory_graph.errors import ConflictError, InvalidInputError, NotFoundError
+from memory_graph.graph import ImportSummary
 from memory_graph.storage import folder_usage
 
 log = logging.getLogger(__name__)
@@ -208,7 +209,16 @@ def move_entity(source: Services, target: Services, name: str) -> MovedEntity:
         taken = target.graph.entity_type(name) is not None
     if taken:
         raise ConflictError(f"{target.store.location} already has an entity {name!r}; rename or merge one first")
-    target.graph.create_entities([entity])
+    # The stored record as it is, through the importer (a write that keeps every field, and refuses a lesson's
+    # name): copied through the Entity model, fields such as createdAt and tags were dropped.
+    record = source.graph.entity_record(name)
+    if record is None:
+        raise NotFoundError(f"{name!r} is not an entity of {source.store.location}; names are exact and case-sensitive")
+    summary = ImportSummary()
+    target.graph.import_entities([record], summary)
+    if summary.entities != 1:
+        reason = "; ".join(summary.problems) or "the name was taken meanwhile"
+        raise ConflictError(f"{name!r} could not be created in {target.store.location} ({reason}); nothing was moved")
     ends = {r.to if r.from_ == name else r.from_ for r in found.relations}
     # (Each end looked up, not read: a read is cut to the response budget, and an end left out of it would count as
     # missing, its relation deleted.)

@@ -613,3 +613,26 @@ def test_a_server_on_a_new_project_says_so_at_start(tmp_path: Path, monkeypatch:
     )
     assert main(["--project", "fresh", "import", str(tmp_path / "in.jsonl")]) == 0
     assert "is new" not in start()
+
+
+def test_move_entity_keeps_every_field_of_the_stored_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The entity was copied through the Entity model (extra="ignore"): fields ordinary writes keep were lost."""
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.json"))
+    for name, value in engine_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    ana = {
+        "type": "entity",
+        "name": "Ana",
+        "entityType": "person",
+        "observations": ["x"],
+        "createdAt": "2024-01-02T03:04:05Z",
+        "tags": ["team", "berlin"],
+    }
+    (tmp_path / "in.jsonl").write_text(json.dumps(ana) + "\n", encoding="utf-8")
+    assert main(["import", str(tmp_path / "in.jsonl")]) == 0
+    assert main(["move-entity", "Ana", "--to-project", "alpha", "--create"]) == 0
+    capsys.readouterr()
+    assert main(["--project", "alpha", "export"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [ana]
