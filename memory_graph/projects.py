@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import ntpath
+import os
+import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePath
 from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, Field
@@ -47,20 +51,41 @@ def repository_top(folder: Path) -> Path | None:
     return None
 
 
-def name_for_folder(folder: Path) -> str:
+def name_for_folder(folder: PurePath, normcase: Callable[[str], str] = os.path.normcase) -> str:
     """A stable, valid project name for a folder: its name made safe, and a short hash of its full path, so two
     checkouts called `app` in different places never share a memory."""
     slug = re.sub(r"[^a-z0-9._-]+", "-", folder.name.lower()).strip("-._")[:40] or "project"
-    digest = hashlib.sha1(str(folder).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    # One case where the file system has one (os.path.normcase: Windows), so C:\App and c:\app are one project.
+    digest = hashlib.sha1(normcase(str(folder)).encode("utf-8", "surrogateescape")).hexdigest()[:8]
     name = f"{slug}-{digest}"
     return name if PROJECT_NAME.fullmatch(name) and name.lower() not in RESERVED_PROJECTS else f"project-{digest}"
 
 
-def folder_of_root(uri: str) -> Path | None:
+def path_of_file_uri(uri: str, windows: bool) -> str | None:
+    """The local path a file:// URI names, as Windows (`windows`) or POSIX spells it, or None when it names none:
+    another scheme, a relative path, or (on POSIX) a folder of another host. Pure, so both are tested anywhere.
+
+    Unquoted first (`file:///c%3A/...`), then: Windows drops the slash before a drive (`/C:/x` is `C:\\x`) and keeps
+    a host as a UNC share (`file://server/share` is `\\\\server\\share`); POSIX has no shares, so a host other
+    than localhost is refused rather than read as a local folder of the same path."""
     parsed = urlparse(uri)
-    if parsed.scheme != "file" or not parsed.path:
+    if parsed.scheme.lower() != "file":
         return None
-    return Path(unquote(parsed.path))
+    host = "" if parsed.netloc.lower() == "localhost" else parsed.netloc
+    path = unquote(parsed.path)
+    if not windows:
+        return path if not host and posixpath.isabs(path) else None
+    if host:
+        path = f"//{host}{path}"
+    elif re.match(r"/[A-Za-z][:|]", path):
+        path = f"{path[1]}:{path[3:] or '/'}"
+    path = ntpath.normpath(path)
+    return path if ntpath.isabs(path) and (ntpath.splitdrive(path)[0] or path.startswith("\\\\")) else None
+
+
+def folder_of_root(uri: str) -> Path | None:
+    path = path_of_file_uri(uri, windows=os.name == "nt")
+    return None if path is None else Path(path)
 
 
 def choose_project(root_uris: list[str], cwd: Path) -> ChosenProject:
@@ -77,8 +102,9 @@ def choose_project(root_uris: list[str], cwd: Path) -> ChosenProject:
     if repository is not None:
         how = f"the git repository of the working directory {cwd}"
         return ChosenProject(name_for_folder(repository), repository, how)
+    sent = "none of the client's roots is a folder of this machine" if root_uris else "the client sent no roots"
     raise InvalidInputError(
-        "MEMORY_PROJECT=auto could not choose a project: the client sent no folder roots and the working "
+        f"MEMORY_PROJECT=auto could not choose a project: {sent} and the working "
         f"directory {cwd} is not inside a git repository. Nothing was read or written. Set MEMORY_PROJECT to a "
         "project name (for example MEMORY_PROJECT=my-app), or unset it to use the default store."
     )

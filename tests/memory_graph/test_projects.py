@@ -4,6 +4,7 @@ files and on PostgreSQL)."""
 from __future__ import annotations
 
 import json
+import ntpath
 import os
 import re
 import subprocess
@@ -21,7 +22,13 @@ from memory_graph.cli import main
 from memory_graph.config import Settings, project_name
 from memory_graph.errors import InvalidInputError
 from memory_graph.model import Entity
-from memory_graph.projects import choose_project, earlier_projects_note, list_projects, name_for_folder
+from memory_graph.projects import (
+    choose_project,
+    earlier_projects_note,
+    list_projects,
+    name_for_folder,
+    path_of_file_uri,
+)
 from memory_graph.server import build_app
 from memory_graph.subscriptions import GRAPH_URI
 from tests.conftest import FILES_ONLY, engine_env, settings_in
@@ -636,3 +643,38 @@ def test_move_entity_keeps_every_field_of_the_stored_record(
     capsys.readouterr()
     assert main(["--project", "alpha", "export"]) == 0
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [ana]
+
+
+@pytest.mark.parametrize(
+    ("uri", "windows", "path"),
+    [
+        ("file:///C:/Users/me/app", True, "C:\\Users\\me\\app"),  # was \\C:\\Users\\me\\app
+        ("file:///c%3A/Users/me/my%20app", True, "c:\\Users\\me\\my app"),  # was \\c:\\...
+        ("file:///C|/x", True, "C:\\x"),
+        ("file:///C:", True, "C:\\"),
+        ("file://server/share/app", True, "\\\\server\\share\\app"),  # the host was dropped
+        ("file:////server/share/app", True, "\\\\server\\share\\app"),
+        ("file://localhost/C:/x", True, "C:\\x"),
+        ("file:///Users/x", True, None),  # no drive: which one is meant?
+        ("file://otherhost/share/proj", False, None),  # was the local /share/proj
+        ("file://localhost/srv/app", False, "/srv/app"),
+        ("file:///srv/my%20app/", False, "/srv/my app/"),
+        ("file:relative/dir", False, None),
+        ("vscode-vfs://github/me/app", False, None),
+        ("vscode-vfs://github/me/app", True, None),
+    ],
+)
+def test_a_root_uri_becomes_the_path_its_system_means(uri: str, windows: bool, path: str | None) -> None:
+    assert path_of_file_uri(uri, windows) == path
+
+
+def test_a_folder_on_windows_names_one_project_in_any_case_and_a_remote_root_is_skipped(tmp_path: Path) -> None:
+    from pathlib import PureWindowsPath
+
+    upper = name_for_folder(PureWindowsPath("C:\\Users\\Me\\App"), ntpath.normcase)
+    assert upper == name_for_folder(PureWindowsPath("c:\\users\\me\\app"), ntpath.normcase)
+    assert upper.startswith("app-")
+    repo = tmp_path / "shop"
+    (repo / ".git").mkdir(parents=True)
+    with pytest.raises(InvalidInputError):  # another host's folder is not the local folder of the same path
+        choose_project(["file://otherhost" + repo.as_posix()], tmp_path)
