@@ -15,6 +15,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -55,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--project",
         metavar="NAME",
-        help="work on this project's store (overrides MEMORY_PROJECT; every command, serve included)",
+        help=f"work on this project's store (overrides MEMORY_PROJECT; every command, serve included): a name, "
+        f"{DEFAULT_STORE} (the default store) or {AUTO_PROJECT} (as MEMORY_PROJECT={AUTO_PROJECT})",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser("serve", help="serve MCP (the default command)")
@@ -107,9 +109,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.from_env()
         source = "MEMORY_PROJECT"
         if args.project is not None:
-            settings = settings.for_project(project_name(args.project, "--project"))
+            # As MEMORY_PROJECT's values, and `default` as `projects` lists it and --to-project takes it.
+            chosen = args.project.strip().lower()
+            if chosen == DEFAULT_STORE:
+                settings = settings.for_project(None)
+            elif chosen == AUTO_PROJECT:
+                settings = replace(settings.for_project(None), project=AUTO_PROJECT)
+            else:
+                settings = settings.for_project(project_name(args.project, "--project"))
             source = "--project"
-        elif settings.project == AUTO_PROJECT and args.command not in (None, "serve"):
+        if settings.project == AUTO_PROJECT and args.command not in (None, "serve"):
             # An admin command has no client to ask: auto means the working directory's repository.
             settings = settings.for_project(choose_project([], Path.cwd()).name)
             source = "MEMORY_PROJECT=auto chose"

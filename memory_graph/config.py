@@ -153,12 +153,12 @@ def project_name(raw: str, source: str) -> str:
             f"{source}={name!r} is not a project name: use 1 to 64 letters, digits, '.', '_' or '-', starting with "
             "a letter or digit (no '/', no '..', no absolute path), for example my-app"
         )
+    if name.lower() in (AUTO_PROJECT, DEFAULT_STORE):
+        # (Only the callers that take these words give them their meaning: MEMORY_PROJECT, --project.)
+        raise InvalidInputError(f"{source}={name!r} is a reserved word, not a project's name; give a project's name")
     if name.lower() in RESERVED_PROJECTS:
         raise InvalidInputError(
-            f"{source}={name!r} is a reserved name; choose another project name "
-            f"(unset {source} for the default store, or use {AUTO_PROJECT} to choose it from the client)"
-            if name.lower() in (AUTO_PROJECT, DEFAULT_STORE)
-            else f"{source}={name!r} is a reserved name (a device name on Windows); choose another project name"
+            f"{source}={name!r} is a reserved name (a device name on Windows); choose another project name"
         )
     # One case: on macOS and Windows `Alpha` and `alpha` are one folder, so they must be one project everywhere.
     return name.lower()
@@ -370,6 +370,11 @@ class Settings:
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise InvalidInputError(f"MEMORY_LOG_LEVEL={level!r} is not valid; use DEBUG, INFO, WARNING or ERROR")
         raw_project = env.get("MEMORY_PROJECT", "").strip()
+        if raw_project.lower() in (AUTO_PROJECT, DEFAULT_STORE) and raw_project != AUTO_PROJECT:
+            raise InvalidInputError(
+                f"MEMORY_PROJECT={raw_project!r} is a reserved word: unset MEMORY_PROJECT for the default store, set "
+                f"it to {AUTO_PROJECT} to choose the project from the client, or give a project's name"
+            )
         project = (
             None
             if not raw_project

@@ -678,3 +678,29 @@ def test_a_folder_on_windows_names_one_project_in_any_case_and_a_remote_root_is_
     (repo / ".git").mkdir(parents=True)
     with pytest.raises(InvalidInputError):  # another host's folder is not the local folder of the same path
         choose_project(["file://otherhost" + repo.as_posix()], tmp_path)
+
+
+def test_the_cli_takes_default_and_auto_for_project_as_the_environment_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--project default` was refused though `projects` lists default and --to-project takes it; `--project
+    auto` was refused with the advice to use auto."""
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.json"))
+    for name, value in engine_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "in.jsonl").write_text(
+        '{"type":"entity","name":"Ana","entityType":"person","observations":[]}\n', encoding="utf-8"
+    )
+    assert main(["import", str(tmp_path / "in.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["--project", "Default", "export"]) == 0
+    assert [json.loads(line)["name"] for line in capsys.readouterr().out.splitlines()] == ["Ana"]
+    repo = tmp_path / "shop"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)  # an admin command's auto: the working directory's repository
+    assert main(["--project", "auto", "import", str(tmp_path / "in.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["projects"]) == 0
+    assert name_for_folder(repo.resolve()) in {p["name"] for p in json.loads(capsys.readouterr().out)["projects"]}
+    assert main(["move-entity", "Ana", "--to-project", "auto"]) == 1
+    assert "reserved word, not a project's name" in capsys.readouterr().err
