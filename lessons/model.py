@@ -421,9 +421,20 @@ class LessonMatch(BaseModel):
     lesson: Lesson
 
 
+class LessonsCut(BaseModel):
+    """Present only when an answer was cut to fit the response budget."""
+
+    total: int = Field(description="Lessons the answer held before the cut")
+    returned: int
+    shortenedTexts: int = Field(description="Texts of the lessons returned cut short (each ends with …)")
+    maxResponseChars: int
+    hint: str
+
+
 class SimilarErrors(BaseModel):
     matches: list[LessonMatch]
     signature: str = Field(description="The query's normalized error shape (what was matched)")
+    truncated: LessonsCut | None = Field(default=None, description="Set when cut to fit the response budget")
 
 
 class Recommendation(BaseModel):
@@ -439,6 +450,7 @@ class Recommendation(BaseModel):
 class Recommendations(BaseModel):
     recommendations: list[Recommendation]
     errorLines: list[str] = Field(description="The lines of the context read as errors (first 20)")
+    truncated: LessonsCut | None = Field(default=None, description="Set when cut to fit the response budget")
 
 
 class UpdatedLesson(BaseModel):

@@ -13,10 +13,10 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from lessons.model import (
     MAX_ALIAS_CHARS,
@@ -65,6 +65,7 @@ from lessons.ranking import (
 from lessons.signature import evidence_words, shape
 from memory_graph.errors import ConflictError, InvalidInputError, MemoryGraphError, NotFoundError
 from memory_graph.graph import LESSONS, ImportSummary
+from memory_graph.model import ENVELOPE_CHARS, json_size
 from memory_graph.search import closest_name
 from memory_graph.storage import (
     Key,
@@ -78,6 +79,7 @@ from memory_graph.storage import (
 
 log = logging.getLogger(__name__)
 MAX_CONTEXT_CHARS = MAX_LOG_CHARS
+Answer = TypeVar("Answer", SimilarErrors, Recommendations)
 MAX_SIGNATURE_CHARS = 1_000  # of the query's shape a find answer shows (it echoed a pasted log whole)
 SAVE_NOW_SIGNATURES = 200
 SUGGEST_CUTOFF = 80  # WRatio score of a "did you mean" lesson name
@@ -226,6 +228,21 @@ class EntityTypes(Protocol):
     def entity_type(self, name: str) -> str | None: ...
 
 
+def _shorten_texts(value: Any, cap: int) -> int:
+    """Cut every text longer than `cap` in these answers' items (but names) to `cap` characters, the last an
+    ellipsis; how many were cut."""
+    cut = 0
+    keys: Iterable[Any] = range(len(value)) if isinstance(value, list) else list(value)
+    for key in keys:
+        item = value[key]
+        if isinstance(item, str) and len(item) > cap and key != "name":
+            value[key] = item[: cap - 1] + "…"
+            cut += 1
+        elif isinstance(item, dict | list):
+            cut += _shorten_texts(item, cap)
+    return cut
+
+
 def statistic_of(record: dict[str, Any]) -> float:
     _, _, recent_successes, recent_attempts = stored_counts(record.get("metadata") or {})
     return success_statistic(recent_successes, recent_attempts)
@@ -238,8 +255,10 @@ class LessonService:
         names: EntityTypes,
         project: str | None = None,
         signature_cache: Path | None = None,
+        max_response_chars: int | None = None,
     ) -> None:
         self.store = store
+        self.max_response_chars = max_response_chars  # the lookups' answers are cut to it (None: never)
         self.names = names
         # Signatures cost most of a start with many lessons (regexes over every text): they are kept in a side
         # cache and reused for every lesson whose fields are unchanged (ranking.fields_hash).
@@ -585,9 +604,12 @@ class LessonService:
             ]
         self.lookups.shown(pattern.message, [match.name for match in matches])
         shape = query.shape
-        return SimilarErrors(
-            matches=matches,
-            signature=shape if len(shape) <= MAX_SIGNATURE_CHARS else shape[: MAX_SIGNATURE_CHARS - 1] + "…",
+        return self._fitted(
+            SimilarErrors(
+                matches=matches,
+                signature=shape if len(shape) <= MAX_SIGNATURE_CHARS else shape[: MAX_SIGNATURE_CHARS - 1] + "…",
+            ),
+            "matches",
         )
 
     def get_lesson_recommendations(self, context: str, limit: int = 5) -> Recommendations:
@@ -660,7 +682,39 @@ class LessonService:
             ]
         for result in results:
             self.lookups.shown(result.matchedLine, [result.name])
-        return Recommendations(recommendations=results, errorLines=[line[:300] for line in lines[:20]])
+        return self._fitted(
+            Recommendations(recommendations=results, errorLines=[line[:300] for line in lines[:20]]),
+            "recommendations",
+        )
+
+    def _fitted(self, answer: Answer, items: str) -> Answer:
+        """The answer within the response budget, as every read is (a lesson holding a 230 KB stack trace made a
+        336 KB answer): the least relevant lessons left out while more than one is left, then the long texts of
+        those returned cut short (names never), saying so in `truncated`."""
+        if self.max_response_chars is None:
+            return answer
+        budget = self.max_response_chars - ENVELOPE_CHARS
+        data = answer.model_dump(mode="json", exclude_none=True)
+        if json_size(data) <= budget:
+            return answer
+        listed: list[Any] = data[items]
+        total = len(listed)
+        while len(listed) > 1 and json_size(data) > budget:
+            listed.pop()
+        whole, shortened, cap = listed, 0, budget
+        while json_size(data) > budget and cap > 16:
+            cap //= 2
+            data[items] = copy.deepcopy(whole)
+            shortened = _shorten_texts(data[items], cap)
+        data["truncated"] = {
+            "total": total,
+            "returned": len(data[items]),
+            "shortenedTexts": shortened,
+            "maxResponseChars": self.max_response_chars,
+            "hint": "cut to fit MEMORY_MAX_RESPONSE_CHARS: ask with limit=1 for the best lesson alone; "
+            "`memory-graph export` writes every lesson whole",
+        }
+        return type(answer).model_validate(data)
 
     def _sure(
         self, ranked: list[Ranked], strict: Callable[[Query | None], Query | None]

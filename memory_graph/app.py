@@ -130,7 +130,9 @@ def semantic_index(settings: Settings, store: StoreEngine) -> SemanticIndex | No
 def build_services(settings: Settings) -> Services:
     store = store_for(settings)
     graph = GraphService(store, settings.max_response_chars, semantic_index(settings, store))
-    lessons = LessonService(store, graph, settings.project, side_file(settings, store, "signatures"))
+    lessons = LessonService(
+        store, graph, settings.project, side_file(settings, store, "signatures"), settings.max_response_chars
+    )
     history = HistoryService(store, graph)
     graph.last_change = history.last_change
     store.keep_snapshot(snapshot_file(settings, store))

@@ -351,6 +351,27 @@ async def test_find_reads_a_bounded_message_and_echoes_a_bounded_signature(clien
     assert len(found["signature"]) <= 1_000
 
 
+async def test_lookups_answer_within_the_response_budget_saying_what_was_cut(tmp_path: Path) -> None:
+    """A lesson holding a 230 KB stack trace made a find answer of 336 KB, past every read's budget."""
+    settings = settings_in(tmp_path, MEMORY_MAX_RESPONSE_CHARS=20_000)
+    trace = "\n".join(f"  at frame{i} (lib/mod{i}.js:{i}:7)" for i in range(7_000))
+    huge = {**PORT, "errorPattern": {**PORT["errorPattern"], "stackTrace": trace}}
+    async with Client(build_app(settings).server) as client:
+        await call(client, "create_lesson", lesson=huge)
+        await call(client, "create_lesson", lesson={**PORT, "name": "PORT_OTHER", "observations": ["x" * 15_000]})
+        for tool, arguments, items in (
+            ("find_similar_errors", {"errorPattern": PORT["errorPattern"]}, "matches"),
+            ("get_lesson_recommendations", {"context": PORT["errorPattern"]["message"]}, "recommendations"),
+        ):
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error and len(result.content[0].text) <= 20_000, tool
+            answer = result.structured_content
+            assert answer[items][0]["name"] == "NODE_EADDRINUSE" and answer["truncated"]["maxResponseChars"] == 20_000
+            assert answer["truncated"]["shortenedTexts"] >= 1 and answer["truncated"]["total"] >= 1
+        small = await call(client, "find_similar_errors", errorPattern={"message": "something else entirely"})
+        assert "truncated" not in small
+
+
 # -- learning from use and upkeep (issue 8) --------------------------------------------------------------------
 async def test_a_twin_is_merged_into_the_lesson_it_duplicates_and_its_name_still_finds_it(client: Client) -> None:
     first = await call(client, "create_lesson", lesson=PORT)
