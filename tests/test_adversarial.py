@@ -24,9 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from mcp.types import TextContent
+from pydantic import ValidationError
 
 from lessons import ranking, service, signature
-from lessons.model import ErrorQuery, LessonChanges, LessonInput, SuccessReport
+from lessons.model import MAX_MESSAGE_CHARS, ErrorQuery, LessonChanges, LessonInput, SuccessReport
 from memory_graph.app import Services, services_for_folder
 from memory_graph.config import Settings
 from memory_graph.errors import InvalidInputError, NotFoundError
@@ -198,8 +199,10 @@ SERVICE_KINDS = ["dotted", "slashes", "giant-token", "tiny-lines", "error-lines"
 
 @pytest.mark.parametrize("kind", SERVICE_KINDS)
 def test_find_similar_errors_is_fast_on_a_long_message(services: Services, kind: str) -> None:
-    query = ErrorQuery(type="runtime", message=hostile(kind, LONG))
+    query = ErrorQuery(type="runtime", message=hostile(kind, MAX_MESSAGE_CHARS))
     within(LONG_BOUND, f"find({kind!r})", services.lessons.find_similar_errors, query)
+    with pytest.raises(ValidationError, match="message"):  # a whole log goes to get_lesson_recommendations
+        ErrorQuery(type="runtime", message=hostile(kind, MAX_MESSAGE_CHARS + 1))
 
 
 def test_find_similar_errors_is_fast_on_a_long_context_and_stack_trace(services: Services) -> None:
@@ -237,7 +240,7 @@ def test_a_hostile_lesson_costs_little_to_create_reload_and_match_against(tmp_pa
     # Lessons are indexed again when a process starts: a hostile one must not make that slow either.
     reopened = within(3 * LONG_BOUND, "reopening", open_reopened, tmp_path)
     for current, kind in [(services, "dotted"), (reopened, "slashes")]:
-        query = ErrorQuery(type="runtime", message=hostile(kind, LONG))
+        query = ErrorQuery(type="runtime", message=hostile(kind, MAX_MESSAGE_CHARS))
         within(LONG_BOUND, f"find({kind!r}) among hostile lessons", current.lessons.find_similar_errors, query)
         found = current.lessons.find_similar_errors(ErrorQuery(message="KeyError: 'session'"))
         assert found.matches[0].name == "PY_KEYERROR"

@@ -76,7 +76,7 @@ def reference_order(docs: dict[str, list[str]], query: str, scores: dict[str, fl
     def key(name: str) -> tuple:
         lowered = name.lower()
         whole = any(phrase in field.lower() for field in docs[name])
-        tier = 0 if lowered == phrase else 1 if lowered.startswith(phrase) else 2
+        tier = 0 if name == query else 1 if lowered == phrase else 2 if lowered.startswith(phrase) else 3
         return (0 if whole else 1, tier, -scores.get(name, 0.0), 0 if phrase in lowered else 1, order.index(name))
 
     return sorted(brute_force(docs, query), key=key)
