@@ -1215,7 +1215,7 @@ class GraphService:
                     observationCount=len(record["observations"]),
                     lastChanged=self.last_change(name),
                 )
-                used += len(name) + len(record["entityType"]) + 80
+                used += json_size(row.model_dump(exclude_none=True))  # (escapes too: a control character is 6)
                 if rows and used > budget:
                     break
                 rows.append(row)
@@ -1256,21 +1256,28 @@ class GraphService:
             )
 
     def graph_summary(self, top: int = 10) -> GraphSummary:
-        """Counts by entity type and relation type, and the most connected entities."""
+        """Counts by entity type and relation type, and the most connected entities; the types, most common first,
+        as many as fit the response budget (assistants coin types freely: 1,800 made an answer past it)."""
         with self.store.reading():
             state = self.state
             types = Counter(map(state.entities.entity_type, state.entities))
             relation_types = Counter(state.relations.types())
             degree = {n: state.by_node.degree(n) for n in state.by_node if n in state.entities}
             busiest = heapq.nsmallest(top, degree, key=lambda n: (-degree[n], state.ordinal(n)))
+            connected = [
+                ConnectedEntity(name=n, entityType=state.entities.entity_type(n), degree=degree[n]) for n in busiest
+            ]
+            room = self.max_response_chars - ENVELOPE_CHARS - json_size([c.model_dump() for c in connected])
+            entity_types = _counts_within(types.most_common(), room // 2)
+            relation_types_kept = _counts_within(relation_types.most_common(), room - _size_of(entity_types))
+            left_out = len(types) - len(entity_types) + len(relation_types) - len(relation_types_kept)
             return GraphSummary(
                 entities=len(state.entities),
                 relations=len(state.relations),
-                entityTypes=[TypeCount(type=t, count=c) for t, c in types.most_common()],
-                relationTypes=[TypeCount(type=t, count=c) for t, c in relation_types.most_common()],
-                mostConnected=[
-                    ConnectedEntity(name=n, entityType=state.entities.entity_type(n), degree=degree[n]) for n in busiest
-                ],
+                entityTypes=entity_types,
+                relationTypes=relation_types_kept,
+                mostConnected=connected,
+                typesLeftOut=left_out or None,
             )
 
     def _respond(
@@ -1373,12 +1380,28 @@ def encode_cursor(name: str) -> str:
     return base64.urlsafe_b64encode(json.dumps({"after": name}).encode("utf-8")).decode("ascii")
 
 
+def _counts_within(counts: list[tuple[str, int]], room: int) -> list[TypeCount]:
+    """The leading (type, count) pairs whose answer fits `room` characters."""
+    kept: list[TypeCount] = []
+    used = 0
+    for kind, count in counts:
+        used += json_size({"type": kind, "count": count})
+        if used > room:
+            break
+        kept.append(TypeCount(type=kind, count=count))
+    return kept
+
+
+def _size_of(counts: list[TypeCount]) -> int:
+    return sum(json_size(c.model_dump()) for c in counts)
+
+
 def decode_cursor(cursor: str | None) -> str | None:
     if cursor is None:
         return None
     try:
         after = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))["after"]
-    except (ValueError, KeyError, TypeError, UnicodeError) as exc:
+    except (ValueError, KeyError, TypeError, UnicodeError, RecursionError) as exc:
         raise InvalidInputError(
             "cursor: not a cursor list_entities returned; pass its nextCursor unchanged, or omit cursor for the "
             "first page"

@@ -208,3 +208,6 @@ class GraphSummary(BaseModel):
     entityTypes: list[TypeCount] = Field(description="Entity types, most common first")
     relationTypes: list[TypeCount] = Field(description="Relation types, most common first")
     mostConnected: list[ConnectedEntity] = Field(description="The entities with the most relations")
+    typesLeftOut: int | None = Field(
+        default=None, description="Set when the rarest types were left out to fit the response budget: how many"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,26 @@ async def test_graph_summary_counts_types_and_the_most_connected(client: Client)
     assert summary["relationTypes"] == [{"type": "works_at", "count": 4}, {"type": "knows", "count": 3}]
     top = [(e["name"], e["degree"]) for e in summary["mostConnected"][:3]]
     assert top == [("Acme", 4), ("Bruno", 3), ("Ana", 2)]
+
+
+async def test_graph_summary_and_list_entities_stay_within_the_budget(tmp_path: Path) -> None:
+    """Assistants coin types freely: 3,000 types made a graph_summary of 437 KB against a budget of 20,000; names
+    full of control characters (6 characters each once escaped) made a list_entities page five times the budget."""
+    async with Client(build_app(settings_for(tmp_path, MEMORY_MAX_RESPONSE_CHARS="20000")).server) as client:
+        kinds = [f"kind of thing number {i}" for i in range(3000)]
+        entities = [{"name": f"e{i}", "entityType": kind, "observations": []} for i, kind in enumerate(kinds)]
+        await ok(client, "create_entities", entities=entities)
+        result = await client.call_tool("graph_summary", {})
+        summary = result.structured_content
+        assert len(result.content[0].text) <= 20_000 and summary is not None
+        assert summary["entities"] == 3000 and summary["typesLeftOut"] == 3000 - len(summary["entityTypes"])
+        assert summary["entityTypes"]  # the most common ones, as many as fit
+        names = [{"name": "\x01" * 200 + str(i), "entityType": "t", "observations": []} for i in range(100)]
+        await ok(client, "create_entities", entities=names)
+        page = await client.call_tool("list_entities", {"entityType": "t", "limit": 100})
+        assert len(page.content[0].text) <= 20_000 and page.structured_content["nextCursor"]
+
+
+async def test_a_cursor_nested_too_deep_is_refused_as_any_foreign_cursor(client: Client) -> None:
+    forged = base64.urlsafe_b64encode(('{"x":' + "[" * 5000 + "]" * 5000 + "}").encode()).decode()
+    assert "not a cursor list_entities returned" in await refused(client, "list_entities", cursor=forged)
