@@ -23,6 +23,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError, NoBackChannelError
 from mcp.types import (
+    INVALID_PARAMS,
     CallToolResult,
     InputRequiredResult,
     ListRootsRequest,
@@ -177,6 +178,22 @@ class MemoryGraphServer(MCPServer):
         self.last_request = time.monotonic()
         await self.choose_project(context)
         return await super().read_resource(uri, context)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> Any:
+        # The SDK answers an unknown prompt or argument with JSON-RPC code 0 and "Error rendering prompt": say
+        # which, and what there is, as invalid params.
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(INVALID_PARAMS, f"no prompt named {name!r}; the prompts are: {known}")
+        allowed = [argument.name for argument in prompt.arguments or []]
+        unknown = sorted(set(arguments or {}) - set(allowed))
+        if unknown:
+            takes = ", ".join(allowed) if allowed else "no arguments"
+            raise MCPError(INVALID_PARAMS, f"prompt {name!r} takes {takes}; got {', '.join(unknown)}")
+        return await super().get_prompt(name, arguments, context)
 
     def serve_subscriptions(self, subscriptions: GraphSubscriptions) -> None:
         # MCPServer has no public hook for the handshake-era subscribe methods; the low-level server does.

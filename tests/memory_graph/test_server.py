@@ -11,6 +11,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from memory_graph.config import Settings
 from memory_graph.server import build_app
@@ -172,6 +174,16 @@ async def test_relative_memory_path_resolves_against_the_working_directory(tmp_p
             entities=[{"name": "Alice", "entityType": "person", "observations": []}],
         )
     assert (tmp_path / "rel" / "memory.json").exists()
+
+
+async def test_an_unknown_prompt_or_prompt_argument_is_invalid_params_saying_what_there_is(client: Client) -> None:
+    with pytest.raises(MCPError) as unknown:
+        await client.get_prompt("nope", {})
+    assert unknown.value.error.code == INVALID_PARAMS and "personalization" in unknown.value.error.message
+    with pytest.raises(MCPError) as argument:
+        await client.get_prompt("personalization", {"nope": "x"})
+    assert argument.value.error.code == INVALID_PARAMS
+    assert "user_name" in argument.value.error.message and "nope" in argument.value.error.message
 
 
 async def test_prompts_and_the_graph_resource(client: Client) -> None:
