@@ -85,7 +85,7 @@ from memory_graph.model import (
 )
 from memory_graph.projects import ALLOWED_PROJECTS, Projects, choose_project, is_new, list_projects
 from memory_graph.storage import StoreEngine, return_freed_memory
-from memory_graph.subscriptions import GraphSubscriptions
+from memory_graph.subscriptions import GraphSubscriptions, ListenBus
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -385,8 +385,11 @@ class App:
 
 
 def build_app(settings: Settings) -> App:
-    server = MemoryGraphServer("memory-graph", version=__version__, instructions=instructions(settings.toolsets))
-    subscriptions = GraphSubscriptions()
+    bus = ListenBus()
+    server = MemoryGraphServer(
+        "memory-graph", version=__version__, instructions=instructions(settings.toolsets), subscriptions=bus
+    )
+    subscriptions = GraphSubscriptions(bus)
 
     def on_built(services: Services) -> None:
         services.store.add_listener(subscriptions)

@@ -7,6 +7,10 @@ scheduled on the event loop of the session that subscribed. It goes out on the c
 request, which on stdio is the connection itself; a subscription whose channel is gone (an HTTP request
 that has ended) is dropped at its first failed notification.
 
+From protocol 2026-07-28 a client listens instead (`subscriptions/listen`), and the SDK drops a
+`notifications/resources/updated` sent on the connection: the change is published on the server's subscription
+bus (`ListenBus`), which the SDK's listen streams read.
+
 Another process's commit is noticed when this process next looks at the store; so that an idle subscriber
 hears of it too, `watch` polls the store (one small stamp read) every half second while anyone is subscribed.
 """
@@ -14,6 +18,7 @@ hears of it too, `watch` polls the store (one small stamp read) every half secon
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -22,6 +27,7 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from memory_graph.errors import MemoryGraphError
@@ -43,10 +49,50 @@ def connection_key(ctx: ServerRequestContext[Any]) -> int:
     return id(params) if params is not None else id(ctx.session)
 
 
-class GraphSubscriptions:
-    """Sessions subscribed to the graph resource (a store `ChangeListener`)."""
+class ListenBus(InMemorySubscriptionBus):
+    """The SDK's in-process bus for `subscriptions/listen` streams (2026-07-28), noting the event loop its streams
+    listen on (a store's change is heard in any thread, and a stream is fed on its loop) and how many listen."""
 
     def __init__(self) -> None:
+        super().__init__()
+        self._count_lock = threading.Lock()
+        self._listening = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        self.loop = asyncio.get_running_loop()  # (called by the SDK's listen handler, on the server's loop)
+        unsubscribe = super().subscribe(listener)
+        with self._count_lock:
+            self._listening += 1
+        done = threading.Event()
+
+        def ended() -> None:
+            if not done.is_set():
+                done.set()
+                with self._count_lock:
+                    self._listening -= 1
+            unsubscribe()
+
+        return ended
+
+    def listening(self) -> bool:
+        with self._count_lock:
+            return self._listening > 0
+
+    def changed(self) -> None:
+        """Tell every listen stream the graph changed (from any thread)."""
+        loop = self.loop
+        if loop is None or loop.is_closed() or not self.listening():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is listening
+            asyncio.run_coroutine_threadsafe(self.publish(ResourceUpdated(uri=GRAPH_URI)), loop)
+
+
+class GraphSubscriptions:
+    """Sessions subscribed to the graph resource (a store `ChangeListener`), and the listen streams of `bus`."""
+
+    def __init__(self, bus: ListenBus | None = None) -> None:
+        self.bus = bus or ListenBus()
         self._lock = threading.Lock()
         self._sessions: dict[int, tuple[ServerSession, asyncio.AbstractEventLoop]] = {}
         self._keys_of: dict[object, set[int]] = {}  # a CONNECTION -> its subscriptions' keys
@@ -83,7 +129,7 @@ class GraphSubscriptions:
         def loop() -> None:
             while not self._stopped.wait(POLL_SECONDS):
                 with self._lock:
-                    idle = not self._sessions
+                    idle = not self._sessions and not self.bus.listening()
                 if idle:
                     continue
                 try:
@@ -113,6 +159,7 @@ class GraphSubscriptions:
         return None
 
     def records_changed(self, collection: str, removed: list[Key], upserted: list[dict[str, Any]]) -> None:
+        self.bus.changed()
         with self._lock:
             subscribers = list(self._sessions.items())
         for key, (session, loop) in subscribers:

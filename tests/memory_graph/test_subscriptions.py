@@ -56,6 +56,29 @@ async def test_a_subscriber_is_told_of_changes_from_this_and_other_processes(tmp
     app.subscriptions.stop()
 
 
+async def test_a_listener_of_protocol_2026_07_28_is_told_of_changes_from_this_and_other_processes(
+    tmp_path: Path,
+) -> None:
+    """From 2026-07-28 a client listens (subscriptions/listen), and the SDK drops an updated notification sent on
+    the connection: the change must go out on the server's subscription bus, or such a client never hears of it."""
+    app = build_app(settings_in(tmp_path))
+    app.start_loading()
+    async with Client(app.server, mode="2026-07-28") as client:
+        async with client.listen(resource_subscriptions=[GRAPH_URI]) as events:
+            entity = {"name": "Alice", "entityType": "person", "observations": []}
+            assert not (await client.call_tool("create_entities", {"entities": [entity]})).is_error
+            with anyio.fail_after(5):
+                assert (await events.__anext__()).uri == GRAPH_URI
+            other_process = open_graph(tmp_path, shard_lines=1000)
+            other_process.create_entities([Entity(name="Bob", entityType="person", observations=[])])
+            with anyio.fail_after(5):  # no call from this client: an idle listener is told too
+                assert (await events.__anext__()).uri == GRAPH_URI
+        with anyio.fail_after(5):  # the stream ended (its handler is cancelled): nothing left to poll for
+            while app.subscriptions.bus.listening():
+                await anyio.sleep(0.05)
+    app.subscriptions.stop()
+
+
 async def test_with_only_the_graph_tools_nothing_mentions_lessons(tmp_path: Path) -> None:
     settings = settings_in(tmp_path, MEMORY_TOOLS="graph")
     async with Client(build_app(settings).server) as client:
