@@ -1232,7 +1232,7 @@ class GraphService:
                 raise self._missing_entity(name)
             found = _within(state, name, depth, relation_type)
             ranked = sorted(found, key=lambda n: (found[n], -state.by_node.degree(n), state.ordinal(n)))
-            kept, loops = _neighbours_within(
+            kept, loops, cut = _neighbours_within(
                 name, ranked[:limit], found, state, relation_type, self.max_response_chars - ENVELOPE_CHARS
             )
             among = set(kept)
@@ -1247,12 +1247,16 @@ class GraphService:
             neighbors = [
                 Neighbor(**state.entities.view(n), depth=found[n], degree=state.by_node.degree(n)) for n in kept[1:]
             ]
+            for neighbor in neighbors:
+                if neighbor.name in cut:
+                    neighbor.observationCount = len(neighbor.observations)
+                    neighbor.observations = cut[neighbor.name]
             return Neighborhood(
                 name=name,
                 entities=neighbors,
                 relations=[relation_model(k) for k in keys],
                 totalEntities=len(found),
-                truncated=len(neighbors) < len(found),
+                truncated=len(neighbors) < len(found) or bool(cut),
             )
 
     def graph_summary(self, top: int = 10) -> GraphSummary:
@@ -1493,12 +1497,15 @@ def _neighbours_within(
     state: GraphState,
     relation_type: str | None,
     budget: int,
-) -> tuple[list[str], set[RelationKey]]:
-    """`name` and the leading neighbours that fit the response budget with the relations among them all, and the
-    centre's relations to itself that are returned. Each
-    neighbour is charged its relations to those taken before it (the relations a neighbourhood returns), not all
-    of them: charging a hub's whole degree left a user who knows 2,000 people with no neighbour at all."""
+) -> tuple[list[str], set[RelationKey], dict[str, list[str]]]:
+    """`name` and the leading neighbours that fit the response budget with the relations among them all, the
+    centre's relations to itself that are returned, and the observations shown of a neighbour too large for any
+    answer (its newest that fit half the room left, as a read cuts an entity: the user's own entity, holding most of
+    the memory, was never anyone's neighbour). Each neighbour is charged its relations to those taken before it
+    (the relations a neighbourhood returns), not all of them: charging a hub's whole degree left a user who knows
+    2,000 people with no neighbour at all."""
     kept, among = [name], {name}
+    cut: dict[str, list[str]] = {}
     # The centre is returned by its name, and with its relations to itself: as many of those as half the room holds.
     centre = json_size({"name": name})
     loop_costs = {
@@ -1510,19 +1517,32 @@ def _neighbours_within(
     used = centre + sum(loop_costs[key] for key in loops)
     for neighbour in ranked:
         view = state.entities.view(neighbour)
-        cost = json_size({**view, "depth": depth_of[neighbour], "degree": state.by_node.degree(neighbour)})
+        placed = {"depth": depth_of[neighbour], "degree": state.by_node.degree(neighbour)}
+        links = 0
         for key in state.relations_touching([neighbour]):
             other = key[1] if key[0] == neighbour else key[0]
             if (other in among or other == neighbour) and (relation_type is None or key[2] == relation_type):
-                cost += json_size(relation_view(key))
+                links += json_size(relation_view(key))
+        cost = json_size({**view, **placed}) + links
         if used + cost > budget:
-            if cost > budget - centre:
-                continue  # larger than any answer: passed over (said by `truncated`), not the end of the others
-            break
+            if cost <= budget - centre:
+                break
+            # Larger than any answer: its newest observations that fit half of what is left, the other half for the
+            # neighbours after it (said by `truncated` and `observationCount`), or passed over when not even its
+            # name, type and relations fit.
+            observations: list[str] = view["observations"]
+            count = {"observationCount": len(observations)}
+            bare = json_size({**view, **placed, **count, "observations": []}) + links
+            if used + bare > budget:
+                continue
+            costs = {i: json_size(observations[i]) for i in range(len(observations))}
+            shown = _taken_within(list(reversed(range(len(observations)))), costs, (budget - used - bare) // 2)
+            cut[neighbour] = [observations[i] for i in sorted(shown)]
+            cost = bare + sum(costs[i] for i in shown)
         used += cost
         kept.append(neighbour)
         among.add(neighbour)
-    return kept, set(loops)
+    return kept, set(loops), cut
 
 
 def relation_model(key: RelationKey) -> Relation:

@@ -177,6 +177,10 @@ class Neighbor(BaseModel):
     observations: list[str]
     depth: int
     degree: int
+    observationCount: int | None = Field(
+        default=None,
+        description="Set when too large for the response budget: its observations in all (the newest are shown)",
+    )
 
 
 class Neighborhood(BaseModel):

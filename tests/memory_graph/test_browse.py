@@ -143,9 +143,11 @@ async def test_get_neighbors_of_a_hub_returns_as_many_as_fit(tmp_path: Path) -> 
         assert 100 < len(entities) <= 500 and len(many.content[0].text) <= 80_000
 
 
-async def test_get_neighbors_stays_within_the_budget_and_passes_over_a_neighbour_larger_than_it(
+async def test_get_neighbors_stays_within_the_budget_and_cuts_a_neighbour_larger_than_it(
     tmp_path: Path,
 ) -> None:
+    """A neighbour too large for any answer (the user's own entity, holding most of the memory) comes with its
+    newest observations that fit, and says how many it has; it was passed over, so never anyone's neighbour."""
     async with Client(build_app(settings_for(tmp_path, MEMORY_MAX_RESPONSE_CHARS="5000")).server) as client:
         centre = "C" * 1000  # its name is in the answer, and in each relation
         huge = [f"fact {i:03d}: an ordinary sentence" for i in range(300)]
@@ -162,7 +164,10 @@ async def test_get_neighbors_stays_within_the_budget_and_passes_over_a_neighbour
         result = await client.call_tool("get_neighbors", {"name": centre, "limit": 100})
         near = result.structured_content
         assert near is not None and len(result.content[0].text) <= 5000
-        assert near["entities"] and "Huge" not in {e["name"] for e in near["entities"]}  # passed over, not the end
+        (huge_shown,) = [e for e in near["entities"] if e["name"] == "Huge"]
+        assert huge_shown["observationCount"] == 300 and 0 < len(huge_shown["observations"]) < 300
+        assert huge_shown["observations"] == huge[-len(huge_shown["observations"]) :]  # the newest, in order
+        assert all("observationCount" not in e for e in near["entities"] if e["name"] != "Huge")
         assert near["truncated"] is True and near["totalEntities"] == 41
 
 
@@ -203,3 +208,20 @@ async def test_graph_summary_and_list_entities_stay_within_the_budget(tmp_path: 
 async def test_a_cursor_nested_too_deep_is_refused_as_any_foreign_cursor(client: Client) -> None:
     forged = base64.urlsafe_b64encode(('{"x":' + "[" * 5000 + "]" * 5000 + "}").encode()).decode()
     assert "not a cursor list_entities returned" in await refused(client, "list_entities", cursor=forged)
+
+
+async def test_the_users_own_large_entity_is_a_neighbour_cut_to_fit(tmp_path: Path) -> None:
+    async with Client(build_app(settings_for(tmp_path, MEMORY_MAX_RESPONSE_CHARS="5000")).server) as client:
+        notes = [f"note {i:03d}: something the user said once" for i in range(200)]
+        entities = [
+            {"name": "User", "entityType": "person", "observations": notes},
+            {"name": "Acme", "entityType": "organization", "observations": []},
+        ]
+        await ok(client, "create_entities", entities=entities)
+        await ok(client, "create_relations", relations=[{"from": "User", "to": "Acme", "relationType": "works_at"}])
+        result = await client.call_tool("get_neighbors", {"name": "Acme"})
+        near = result.structured_content or {}
+        assert len(result.content[0].text) <= 5000 and near["truncated"] is True
+        (user,) = near["entities"]
+        assert user["name"] == "User" and user["observationCount"] == 200 and user["observations"][-1] == notes[-1]
+        assert near["relations"] == [{"from": "User", "to": "Acme", "relationType": "works_at"}]
