@@ -102,10 +102,21 @@ class GraphSubscriptions:
         if str(params.uri) == GRAPH_URI:
             key, connection = connection_key(ctx), CONNECTION.get()
             with self._lock:
+                known = key in self._sessions
                 self._sessions[key] = (ctx.session, asyncio.get_running_loop())
                 if connection is not None:
                     self._keys_of.setdefault(connection, set()).add(key)
+            # Forgotten when the connection ends (an HTTP session deleted or timed out, stdio closed): a
+            # notification to an ended session does not fail, so nothing else would drop it, and every write would
+            # go on notifying it. (The SDK gives a lowlevel handler's session no public way to its connection.)
+            connection_state = getattr(ctx.session, "_connection", None)
+            if not known and connection_state is not None:
+                connection_state.exit_stack.callback(self._forget, key)
         return EmptyResult()
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._sessions.pop(key, None)
 
     def connection_ended(self, connection: object) -> None:
         """Forget the subscriptions of a connection that ended (see CONNECTION)."""

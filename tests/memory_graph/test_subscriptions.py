@@ -79,6 +79,18 @@ async def test_a_listener_of_protocol_2026_07_28_is_told_of_changes_from_this_an
     app.subscriptions.stop()
 
 
+async def test_a_subscription_is_forgotten_when_its_connection_ends(tmp_path: Path) -> None:
+    """A notification to an ended session (an HTTP session deleted) does not fail: without the connection's end,
+    every subscription ever made was notified at every write, and kept the watch thread polling."""
+    app = build_app(settings_in(tmp_path))
+    for _ in range(3):
+        async with Client(app.server, mode="legacy") as client:
+            with pytest.warns(MCPDeprecationWarning):
+                await client.subscribe_resource(GRAPH_URI)
+            assert app.subscriptions.subscribers() == 1
+    assert app.subscriptions.subscribers() == 0
+
+
 async def test_with_only_the_graph_tools_nothing_mentions_lessons(tmp_path: Path) -> None:
     settings = settings_in(tmp_path, MEMORY_TOOLS="graph")
     async with Client(build_app(settings).server) as client:
