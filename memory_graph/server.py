@@ -7,6 +7,7 @@ structured content plus its compact JSON as text. Domain errors become tool erro
 # No `from __future__ import annotations`: the SDK reads these signatures at registration time.
 
 import functools
+import inspect
 import json
 import logging
 import sys
@@ -226,6 +227,8 @@ def tool_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
         except MemoryGraphError as exc:
             raise ToolError(str(exc)) from exc
 
+    # The docstring is the tool's description, sent to every client: without its source indentation.
+    wrapper.__doc__ = inspect.cleandoc(fn.__doc__) if fn.__doc__ else None
     return wrapper
 
 

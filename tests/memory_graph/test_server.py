@@ -186,6 +186,12 @@ async def test_an_unknown_prompt_or_prompt_argument_is_invalid_params_saying_wha
     assert "user_name" in argument.value.error.message and "nope" in argument.value.error.message
 
 
+async def test_tool_descriptions_carry_no_source_indentation(client: Client) -> None:
+    tools = (await client.list_tools()).tools
+    indented = [t.name for t in tools if any(line.startswith(" ") for line in (t.description or "").splitlines())]
+    assert tools and indented == []
+
+
 async def test_prompts_and_the_graph_resource(client: Client) -> None:
     prompts = {p.name: p for p in (await client.list_prompts()).prompts}
     assert {"personalization", "lesson-workflow"} <= prompts.keys()
