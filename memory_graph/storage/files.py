@@ -237,6 +237,38 @@ def _relative(path: Path, base: Path) -> str:
     return os.path.relpath(path, base)
 
 
+def replace_in_order(writes: list[FileWrite]) -> None:
+    """Replace each file with its new content, in order, for a commit whose first file is its redo log (the
+    history's events, `history_log.events_first`): every new content is written and flushed before any file is
+    replaced, so a full disk or a file size limit, where writes fail, changes nothing. Before, the events were put
+    in place and the graph shard's write then failed: the call said nothing was changed, and the next open
+    finished the commit from those events. A replace failing past the first (an unlikely rename error) raises
+    CommitPendingError: the change is decided, and the next open finishes it."""
+    temps: list[Path] = []
+    try:
+        for write in writes:
+            temps.append(_write_temp(write.path, write.content or ""))
+    except BaseException:
+        for temp in temps:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        raise
+    for number, (temp, write) in enumerate(zip(temps, writes, strict=True)):
+        try:
+            _put_in_place(temp, write.path, True, None, True)
+        except OSError as exc:
+            for left in temps[number + 1 :]:
+                with contextlib.suppress(OSError):
+                    left.unlink()
+            if number == 0:
+                raise
+            raise CommitPendingError(
+                f"the change is saved in {writes[0].path}, but {write.path} could not be replaced "
+                f"({exc.strerror or exc}); the next call that can write there finishes it: read the entities "
+                "back before retrying"
+            ) from exc
+
+
 def commit_files(writes: list[FileWrite], journal: Path) -> None:
     """Make all `writes` happen, or none of them, even across a crash (see the module docstring)."""
     if len(writes) == 1 and writes[0].content is not None:
@@ -292,8 +324,11 @@ def _entry(item: dict[str, Any], base: Path) -> JournalEntry:
     return JournalEntry(base / item["target"], base / temp if temp else None, item["before"], item["after"])
 
 
-def _apply(journal: Path, entries: list[JournalEntry]) -> list[str]:
-    """Put a decided commit in place, target by target, as the module docstring says; returns what it skipped."""
+def _apply(journal: Path, entries: list[JournalEntry], check_temps: bool = False) -> list[str]:
+    """Put a decided commit in place, target by target, as the module docstring says; returns what it skipped.
+    `check_temps`: a temp is put in place only when it holds the content the journal names (after a crash: a
+    folder copied or synced mid-commit may have cut one, which would replace a shard with part of itself, its
+    last records lost without a word)."""
     skipped: list[str] = []
     for entry in entries:
         current = _file_digest(entry.target)
@@ -304,6 +339,12 @@ def _apply(journal: Path, entries: list[JournalEntry]) -> list[str]:
                 skipped.append(f"{entry.target} (changed since; not deleted)")
             continue
         if current == entry.before and entry.temp is not None and entry.temp.exists():
+            if check_temps and _file_digest(entry.temp) != entry.after:
+                skipped.append(
+                    f"{entry.target} (its new content in {entry.temp} was damaged since the commit; the file is "
+                    "left as it was)"
+                )
+                continue
             os.replace(entry.temp, entry.target)
             continue
         if entry.temp is not None:
@@ -364,7 +405,7 @@ def recover_journal(journal: Path, owned: Callable[[Path], bool]) -> list[str] |
     entries = read_journal(journal, owned)
     if entries is None:
         return None
-    return _apply(journal, entries)
+    return _apply(journal, entries, check_temps=True)
 
 
 def journal_temps(folder: Path) -> set[str]:

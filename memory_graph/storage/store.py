@@ -61,6 +61,7 @@ from memory_graph.storage.files import (
     read_journal,
     recover_journal,
     remove_stray_temps,
+    replace_in_order,
 )
 from memory_graph.storage.history_log import (
     commit_of,
@@ -659,8 +660,7 @@ class Store(StoreEngine):
                 except OSError as exc:
                     log.error("saved %s, but flushing its folder failed (%s)", shard.path, exc.strerror or exc)
             elif redo_log:
-                for write in writes:
-                    atomic_write(write.path, write.content or "")
+                replace_in_order(writes)
             else:
                 commit_files(writes, self.journal)
         except OSError as exc:

@@ -211,6 +211,24 @@ def test_a_copied_folder_with_a_leftover_journal_rolls_forward_into_the_copy_onl
     assert {p.name: p.read_bytes() for p in original.iterdir()} == before  # untouched, journal still there
 
 
+def test_a_leftover_journal_never_puts_a_damaged_new_shard_in_place(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A folder copied or synced mid-commit may hold a temp cut short: put in place, it replaced a shard with part
+    of itself and its last records were gone without a word (`check` said ok). The temp is checked against the
+    journal's digest; that shard stays as it was, and the skip is said."""
+    leave_a_journal(tmp_path)
+    temps = sorted(tmp_path.glob(".memory*.tmp"))
+    assert len(temps) >= 2
+    damaged = temps[0]
+    target = tmp_path / damaged.name[1:].rsplit(".", 2)[0]
+    before = target.read_bytes()
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    entities = open_graph(tmp_path).read_graph().entities
+    assert target.read_bytes() == before and f"{target} (its new content in {damaged} was damaged" in caplog.text
+    assert sorted(e.name for e in entities) == [f"E{i}" for i in range(7)]  # no record lost
+
+
 def test_a_crafted_journal_naming_files_outside_the_store_is_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
     open_graph(data).create_entities([ent("A")])
@@ -361,3 +379,37 @@ def test_a_broken_journal_is_reported_and_set_aside_without_a_traceback(tmp_path
     repaired = store.check(fix=True)
     assert repaired.ok and "moved the unreadable journal" in repaired.repaired[0]
     assert names_in(tmp_path) == ["A"]
+
+
+FILE_SIZE_LIMITED_WRITE = """
+import resource, sys
+from pathlib import Path
+from memory_graph.app import services_for_folder
+from memory_graph.errors import StorageError
+from memory_graph.model import ObservationAddition
+services = services_for_folder(Path(sys.argv[1]), shard_lines=3)
+services.store.open()
+resource.setrlimit(resource.RLIMIT_FSIZE, (12 * 1024, resource.RLIM_INFINITY))  # no file over 12 KB from here
+try:
+    services.graph.add_observations([ObservationAddition(entityName="X1", contents=["tiny"])])
+except StorageError as exc:
+    print(exc)
+"""
+
+
+def test_a_write_refused_for_lack_of_room_never_lands_later(tmp_path: Path) -> None:
+    """A commit of one graph shard and one history shard wrote the events (its redo log) in place first: when the
+    graph shard could not be written (a full disk, a file size limit), the call said nothing was changed, and the
+    next open finished it from the events. Every content is now written before anything is replaced."""
+    first = services_for_folder(tmp_path, shard_lines=3)
+    big = "x" * 5000
+    first.graph.create_entities([Entity(name=f"X{i}", entityType="t", observations=[big]) for i in (1, 2, 3)])
+    first.store.close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MEMORY_SEMANTIC": "off"}
+    ran = subprocess.run(
+        [sys.executable, "-c", FILE_SIZE_LIMITED_WRITE, str(tmp_path)], env=env, capture_output=True, text=True
+    )
+    assert "Nothing was changed" in ran.stdout, ran.stdout + ran.stderr
+    again = services_for_folder(tmp_path, shard_lines=3)
+    assert again.graph.open_nodes(["X1"]).entities[0].observations == [big]
+    assert "tiny" not in json.dumps([e["observations"] for e in again.store.collections["memory"].all_records()])
